@@ -1,0 +1,103 @@
+/**
+ * The SPEC's command-line spellings, mapped onto our subcommands before citty parses them:
+ * Go-style single-dash `-config <path>`, the flag forms `--install-service`, `--remove-service`,
+ * `--force-update`, `--version`, and the legacy `service install|remove`. Pure, so every spelling
+ * is tested without running anything.
+ */
+export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo"] as const;
+export type CommandName = (typeof COMMANDS)[number];
+
+const FLAG_COMMANDS: Record<string, CommandName> = {
+  "--install-service": "install-service",
+  "--remove-service": "remove-service",
+  "--force-update": "force-update",
+  "--version": "version",
+  "-version": "version",
+};
+
+export interface FlagSpec {
+  name: string;
+  value: boolean;
+}
+
+/** The flags each command accepts (after normalisation). `--help` is citty's and always allowed. */
+export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
+  run: [{ name: "config", value: true }],
+  version: [],
+  "install-service": [
+    { name: "config", value: true },
+    { name: "no-copy", value: false },
+  ],
+  "remove-service": [],
+  "force-update": [{ name: "config", value: true }],
+  demo: [
+    { name: "once", value: false },
+    { name: "without-turnstile", value: false },
+  ],
+};
+
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+export interface Normalized {
+  command: CommandName;
+  /** Arguments for that command, flags in `--name` form. */
+  args: string[];
+  help: boolean;
+}
+
+export function normalizeArgv(input: readonly string[]): Normalized {
+  const rest: string[] = [];
+  let command: CommandName | undefined;
+  let help = false;
+  const setCommand = (c: CommandName, spelled: string) => {
+    if (command && command !== c) throw new UsageError(`"${spelled}" cannot be combined with "${command}"`);
+    command = c;
+  };
+  for (let i = 0; i < input.length; i++) {
+    const a = input[i]!;
+    if (a === "--help" || a === "-h" || a === "-help") {
+      help = true;
+    } else if (a in FLAG_COMMANDS) {
+      setCommand(FLAG_COMMANDS[a]!, a);
+    } else if (a === "-config" || a.startsWith("-config=")) {
+      rest.push(a.replace(/^-config/, "--config"));
+    } else if (a === "-no-copy") {
+      rest.push("--no-copy");
+    } else if (!command && rest.length === 0 && a === "service") {
+      const sub = input[++i];
+      if (sub === "install") setCommand("install-service", "service install");
+      else if (sub === "remove" || sub === "uninstall") setCommand("remove-service", "service remove");
+      else throw new UsageError(`"service" needs "install" or "remove"${sub ? `, got "${sub}"` : ""}`);
+    } else if (!command && !a.startsWith("-") && (COMMANDS as readonly string[]).includes(a)) {
+      setCommand(a as CommandName, a);
+    } else {
+      rest.push(a);
+    }
+  }
+  const cmd = command ?? "run";
+  if (!help) checkFlags(cmd, rest);
+  return { command: cmd, args: rest, help };
+}
+
+function checkFlags(command: CommandName, args: readonly string[]): void {
+  const allowed = COMMAND_FLAGS[command];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (!a.startsWith("-")) {
+      throw new UsageError(`unexpected argument "${a}"${command === "run" ? " (commands: " + COMMANDS.join(", ") + ")" : ""}`);
+    }
+    const [name, inline] = a.replace(/^--?/, "").split("=", 2) as [string, string | undefined];
+    const spec = allowed.find((f) => f.name === name);
+    if (!spec) {
+      const known = allowed.map((f) => `--${f.name}`).join(", ");
+      throw new UsageError(`unknown flag "${a}" for "${command}"${known ? ` (accepted: ${known})` : ""}`);
+    }
+    if (spec.value && inline === undefined) {
+      const next = args[i + 1];
+      if (next === undefined || next.startsWith("-")) throw new UsageError(`"--${name}" needs a value`);
+      i++;
+    }
+  }
+}

@@ -1,0 +1,148 @@
+/**
+ * One valibot schema per setting kind: env-file text in, typed Config value out. Issue messages
+ * say what was expected; the loader adds the key, where the value came from and what it was.
+ */
+import * as v from "valibot";
+import { DurationError, formatDuration, parseDuration } from "./duration.ts";
+import { ListenError, parseListen } from "./listen.ts";
+import { MAX_TIMER_MS, type SettingDef } from "./settings.ts";
+
+export type SettingValue = string | number | boolean;
+export type SettingSchema = v.GenericSchema<string, SettingValue>;
+
+const TRUE = new Set(["true", "1", "yes", "on"]);
+const FALSE = new Set(["false", "0", "no", "off"]);
+
+function durationSchema(def: SettingDef): SettingSchema {
+  return v.pipe(
+    v.string(),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      try {
+        return parseDuration(dataset.value);
+      } catch (e) {
+        const why = e instanceof DurationError ? ` (${e.message})` : "";
+        addIssue({ message: `expected a duration like 500ms, 60s or 1h30m${why}` });
+        return NEVER;
+      }
+    }),
+    v.check((ms) => def.allowZero === true || ms > 0, "must be greater than 0"),
+    v.maxValue(MAX_TIMER_MS, `must be at most ${formatDuration(MAX_TIMER_MS)} (the longest timer the runtime supports)`),
+  );
+}
+
+function intSchema(def: SettingDef): SettingSchema {
+  const min = def.min ?? 0;
+  const max = def.max ?? Number.MAX_SAFE_INTEGER;
+  return v.pipe(
+    v.string(),
+    v.regex(/^[0-9]+$/, "expected a whole number"),
+    v.transform(Number),
+    v.minValue(min, `must be between ${min} and ${max}`),
+    v.maxValue(max, `must be between ${min} and ${max}`),
+  );
+}
+
+function enumSchema(def: SettingDef): SettingSchema {
+  const values = def.values ?? [];
+  const quoted = values.map((x) => `"${x}"`);
+  const list = quoted.length <= 2 ? quoted.join(" or ") : `${quoted.slice(0, -1).join(", ")} or ${quoted.at(-1)}`;
+  return v.pipe(v.string(), v.transform((s) => s.toLowerCase()), v.picklist(values, `expected ${list}`));
+}
+
+function boolSchema(): SettingSchema {
+  return v.pipe(
+    v.string(),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      const s = dataset.value.toLowerCase();
+      if (TRUE.has(s)) return true;
+      if (FALSE.has(s)) return false;
+      addIssue({ message: 'expected "true" or "false"' });
+      return NEVER;
+    }),
+  );
+}
+
+/** Absolute http(s) base URL; trailing slashes dropped so callers can append "/api/ps". */
+function urlSchema(): SettingSchema {
+  return v.pipe(
+    v.string(),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      const s = dataset.value;
+      let u: URL;
+      try {
+        u = new URL(s);
+      } catch {
+        addIssue({ message: "expected an absolute http:// or https:// URL" });
+        return NEVER;
+      }
+      if ((u.protocol !== "http:" && u.protocol !== "https:") || u.hostname === "") {
+        addIssue({ message: "expected an absolute http:// or https:// URL" });
+        return NEVER;
+      }
+      if (u.search !== "" || u.hash !== "" || s.includes("?") || s.includes("#")) {
+        addIssue({ message: "a base URL cannot have a query or fragment" });
+        return NEVER;
+      }
+      return s.replace(/\/+$/, "");
+    }),
+  );
+}
+
+function listenSchema(): SettingSchema {
+  return v.pipe(
+    v.string(),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      try {
+        parseListen(dataset.value);
+        return dataset.value;
+      } catch (e) {
+        addIssue({ message: e instanceof ListenError ? e.message : String(e) });
+        return NEVER;
+      }
+    }),
+  );
+}
+
+function stringSchema(def: SettingDef): SettingSchema {
+  return def.pattern ? v.pipe(v.string(), v.regex(def.pattern, `expected ${def.expected ?? String(def.pattern)}`)) : v.string();
+}
+
+const cache = new WeakMap<SettingDef, SettingSchema>();
+
+export function settingSchema(def: SettingDef): SettingSchema {
+  let schema = cache.get(def);
+  if (!schema) {
+    schema = buildSchema(def);
+    cache.set(def, schema);
+  }
+  return schema;
+}
+
+function buildSchema(def: SettingDef): SettingSchema {
+  switch (def.kind) {
+    case "duration":
+      return durationSchema(def);
+    case "int":
+      return intSchema(def);
+    case "enum":
+      return enumSchema(def);
+    case "bool":
+      return boolSchema();
+    case "url":
+      return urlSchema();
+    case "listen":
+      return listenSchema();
+    case "string":
+      return stringSchema(def);
+  }
+}
+
+/** The parsed value, or the first problem as a message (without key or input). */
+export function parseSetting(
+  def: SettingDef,
+  text: string,
+): { ok: true; value: SettingValue } | { ok: false; message: string } {
+  const result = v.safeParse(settingSchema(def), text, { abortEarly: true });
+  if (result.success) return { ok: true, value: result.output };
+  return { ok: false, message: result.issues[0].message };
+}

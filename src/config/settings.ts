@@ -1,0 +1,322 @@
+/**
+ * THE table of settings. Everything else — parsing, validation, the startup description, the
+ * sample config, migration, the README/SPEC table — is derived from it, so adding a setting is
+ * one row here plus its field in types.ts.
+ */
+import type { Config } from "./types.ts";
+
+export type SettingKind = "duration" | "int" | "string" | "url" | "listen" | "enum" | "bool";
+
+/** The OS and CPU a default is computed for; injectable so tests and cross-builds can ask for another. */
+export interface Platform {
+  os: NodeJS.Platform;
+  arch: string;
+}
+
+export function currentPlatform(): Platform {
+  return { os: process.platform, arch: process.arch };
+}
+
+/** setTimeout fires at once (with a warning) above 2^31-1 ms, so no duration may exceed it (~24.8 days). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+export interface SettingDef {
+  /** env / file key */
+  readonly key: string;
+  /** older spellings still read; `key` wins when both are set in the same source */
+  readonly aliases?: readonly string[];
+  readonly field: keyof Config;
+  /** as it would be written in the env file; "" = empty */
+  readonly default: string | ((platform: Platform) => string);
+  /** for documentation when the default is not a single literal */
+  readonly defaultDoc?: string;
+  readonly kind: SettingKind;
+  /** enum: allowed values (lowercase; input is matched case-insensitively) */
+  readonly values?: readonly string[];
+  /** int: inclusive bounds */
+  readonly min?: number;
+  readonly max?: number;
+  /** duration: 0 is meaningful (see doc); otherwise a duration must be > 0 */
+  readonly allowZero?: boolean;
+  /** string: the value must match (an empty value never reaches this: empty = use the default) */
+  readonly pattern?: RegExp;
+  /** string: what `pattern` expects, for the error message */
+  readonly expected?: string;
+  /** one line for the sample config, README and SPEC */
+  readonly doc: string;
+}
+
+export function updateAssetFor(p: Platform): string {
+  if (p.os === "win32") return "gpu-turnstile.exe";
+  return `gpu-turnstile-${p.os}-${p.arch}`;
+}
+
+export const SETTINGS: readonly SettingDef[] = [
+  {
+    key: "LISTEN_OLLAMA",
+    field: "listenOllama",
+    default: ":11434",
+    kind: "listen",
+    doc: 'Listener for Ollama clients: ":port" (all interfaces), "host:port" or "[ipv6]:port".',
+  },
+  {
+    key: "LISTEN_COMFY",
+    field: "listenComfy",
+    default: ":8188",
+    kind: "listen",
+    doc: "Listener for ComfyUI clients (same forms as LISTEN_OLLAMA).",
+  },
+  {
+    key: "OLLAMA_URL",
+    field: "ollamaUrl",
+    default: "",
+    defaultDoc: "_(empty = disabled)_",
+    kind: "url",
+    doc: "Ollama upstream, e.g. http://127.0.0.1:11435; empty disables the Ollama side.",
+  },
+  {
+    key: "COMFY_URL",
+    field: "comfyUrl",
+    default: "",
+    defaultDoc: "_(empty = disabled)_",
+    kind: "url",
+    doc: "ComfyUI upstream, e.g. http://127.0.0.1:8189; empty disables the ComfyUI side.",
+  },
+  {
+    key: "UNLOAD_TIMEOUT",
+    field: "unloadTimeoutMs",
+    default: "60s",
+    kind: "duration",
+    doc: "How long to wait for Ollama to unload its models before an image job starts.",
+  },
+  {
+    key: "JOB_TIMEOUT",
+    field: "jobTimeoutMs",
+    default: "15m",
+    kind: "duration",
+    doc: "How long one ComfyUI job may hold the GPU.",
+  },
+  {
+    key: "LLM_WAIT_TIMEOUT",
+    field: "llmWaitTimeoutMs",
+    default: "10m",
+    kind: "duration",
+    doc: "Longest an LLM request waits for the GPU before it gets a 503 (wait mode).",
+  },
+  {
+    key: "LLM_BUSY_MODE",
+    field: "llmBusyMode",
+    default: "wait",
+    kind: "enum",
+    values: ["wait", "reject"],
+    doc: '"wait" holds LLM requests while an image job runs; "reject" answers them at once with LLM_BUSY_STATUS.',
+  },
+  {
+    key: "LLM_BUSY_STATUS",
+    field: "llmBusyStatus",
+    default: "503",
+    kind: "int",
+    min: 400,
+    max: 599,
+    doc: "HTTP status for LLM requests rejected in reject mode (400-599, e.g. 429).",
+  },
+  {
+    key: "BUSY_RETRY_AFTER",
+    field: "busyRetryAfterS",
+    default: "30",
+    kind: "int",
+    min: 0,
+    max: 86_400,
+    doc: "Seconds sent as Retry-After on busy responses (both modes).",
+  },
+  {
+    key: "WARM_MODEL",
+    field: "warmModel",
+    default: "",
+    kind: "string",
+    doc: "Ollama model to load again after an image job; empty = none.",
+  },
+  {
+    key: "LOGLEVEL",
+    aliases: ["LOG_LEVEL"],
+    field: "logLevel",
+    default: "warn",
+    kind: "enum",
+    values: ["debug", "info", "warn", "error"],
+    doc: "debug (adds lock transitions), info (one line per request), warn or error; LOG_LEVEL is an alias, LOGLEVEL wins if both are set.",
+  },
+  {
+    key: "LOG_FORMAT",
+    field: "logFormat",
+    default: "text",
+    kind: "enum",
+    values: ["text", "json"],
+    doc: "text, or json for one JSON object per line.",
+  },
+  {
+    key: "LOG_FILE",
+    field: "logFile",
+    default: "",
+    kind: "string",
+    doc: "Append logs to this file instead of stderr (useful as a service); empty = stderr.",
+  },
+  {
+    key: "UNLOAD_POLL_INTERVAL",
+    field: "unloadPollIntervalMs",
+    default: "500ms",
+    kind: "duration",
+    doc: "How often Ollama's /api/ps is polled while its models unload.",
+  },
+  {
+    key: "HISTORY_POLL_INTERVAL",
+    field: "historyPollIntervalMs",
+    default: "1s",
+    kind: "duration",
+    doc: "How often ComfyUI's /history/<id> is polled while an image job runs.",
+  },
+  {
+    key: "FREE_POLL_INTERVAL",
+    field: "freePollIntervalMs",
+    default: "250ms",
+    kind: "duration",
+    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back.",
+  },
+  {
+    key: "PROBE_TIMEOUT",
+    field: "probeTimeoutMs",
+    default: "5s",
+    kind: "duration",
+    doc: "Timeout of each upstream probe (the startup probe and every health check).",
+  },
+  {
+    key: "HEALTH_INTERVAL",
+    field: "healthIntervalMs",
+    default: "30s",
+    kind: "duration",
+    allowZero: true,
+    doc: "Interval of upstream health probes (down/recovered changes are logged); 0 = probe only at startup.",
+  },
+  {
+    key: "FREE_TIMEOUT",
+    field: "freeTimeoutMs",
+    default: "30s",
+    kind: "duration",
+    doc: "Timeout of ComfyUI's POST /free after an image job.",
+  },
+  {
+    key: "WARM_TIMEOUT",
+    field: "warmTimeoutMs",
+    default: "2m",
+    kind: "duration",
+    doc: "Timeout of the WARM_MODEL reload after an image job.",
+  },
+  {
+    key: "SHUTDOWN_TIMEOUT",
+    field: "shutdownTimeoutMs",
+    default: "10s",
+    kind: "duration",
+    allowZero: true,
+    doc: "How long a shutdown (SIGINT/SIGTERM, service stop) waits for requests in flight; 0 = not at all.",
+  },
+  {
+    key: "BACKOFF_INITIAL",
+    field: "backoffInitialMs",
+    default: "1s",
+    kind: "duration",
+    doc: "First retry wait when an upstream refuses a connection.",
+  },
+  {
+    key: "BACKOFF_MAX",
+    field: "backoffMaxMs",
+    default: "60s",
+    kind: "duration",
+    doc: "Cap for the exponential retry backoff (at least BACKOFF_INITIAL).",
+  },
+  {
+    key: "PROMPT_CAPTURE_LIMIT",
+    field: "promptCaptureLimit",
+    default: "65536",
+    kind: "int",
+    min: 1024,
+    max: 1 << 30,
+    doc: "Bytes of a /prompt response buffered to find its prompt_id (pass-through is unaffected).",
+  },
+  {
+    key: "RETRY_BODY_LIMIT",
+    field: "retryBodyLimit",
+    default: "262144",
+    kind: "int",
+    min: 0,
+    max: 1 << 30,
+    doc: "Request bodies up to this many bytes with a Content-Length are buffered so a 5xx can be replayed; larger or chunked ones stream and are never replayed; 0 = never buffer.",
+  },
+  {
+    key: "AUTO_UPDATE",
+    field: "autoUpdate",
+    default: "true",
+    kind: "bool",
+    doc: "Check UPDATE_REPO for signed releases and apply them (true or false).",
+  },
+  {
+    key: "UPDATE_INTERVAL",
+    field: "updateIntervalMs",
+    default: "6h",
+    kind: "duration",
+    doc: "How often to check for updates.",
+  },
+  {
+    key: "UPDATE_REPO",
+    field: "updateRepo",
+    default: "https://git.rambossek.at/PUBLIC/gpu-turnstile",
+    kind: "url",
+    doc: "Repository whose releases are checked.",
+  },
+  {
+    key: "UPDATE_ASSET",
+    field: "updateAsset",
+    default: updateAssetFor,
+    defaultDoc: "`gpu-turnstile.exe` on Windows, `gpu-turnstile-linux-x64`, `gpu-turnstile-linux-arm64`",
+    kind: "string",
+    pattern: /^[^/\\]+$/,
+    expected: "a file name (no / or \\)",
+    doc: "Release asset to download for this platform.",
+  },
+  {
+    key: "APP_VER",
+    field: "appVer",
+    default: "stable",
+    kind: "string",
+    pattern: /^(stable|dev|v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*))$/,
+    expected: '"stable", "dev" or a version like v1.2.3',
+    doc: "Version to run: stable tracks the latest release, dev disables updates, vX.Y.Z pins that release (up- or downgrading to it).",
+  },
+  {
+    key: "CFG_VER",
+    field: "cfgVer",
+    default: "",
+    defaultDoc: "_(installer-managed)_",
+    kind: "string",
+    pattern: /^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/,
+    expected: "a version like v1.2.3",
+    doc: "Config format version written by --install-service (a dev build writes v0.0.0); without it, install replaces this file with a fresh sample and keeps a .bak.",
+  },
+];
+
+/** The default as env-file text for `platform`. */
+export function defaultText(def: SettingDef, platform: Platform): string {
+  return typeof def.default === "function" ? def.default(platform) : def.default;
+}
+
+const BY_KEY: ReadonlyMap<string, SettingDef> = new Map(
+  SETTINGS.flatMap((d) => [d.key, ...(d.aliases ?? [])].map((k) => [k, d] as const)),
+);
+
+/** The setting a key (or alias) names, if any. */
+export function settingForKey(key: string): SettingDef | undefined {
+  return BY_KEY.get(key);
+}
+
+/** Every key the file may contain, aliases included. */
+export function knownKeys(): string[] {
+  return [...BY_KEY.keys()];
+}

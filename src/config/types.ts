@@ -1,0 +1,41 @@
+/** The effective configuration, after file + environment + defaults. Durations are milliseconds. */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+export type LogFormat = "text" | "json";
+export type BusyMode = "wait" | "reject";
+
+export interface Config {
+  listenOllama: string;
+  listenComfy: string;
+  /** "" = consumer disabled */
+  ollamaUrl: string;
+  /** "" = consumer disabled */
+  comfyUrl: string;
+  unloadTimeoutMs: number;
+  jobTimeoutMs: number;
+  llmWaitTimeoutMs: number;
+  llmBusyMode: BusyMode;
+  llmBusyStatus: number;
+  busyRetryAfterS: number;
+  warmModel: string;
+  logLevel: LogLevel;
+  logFormat: LogFormat;
+  logFile: string;
+  unloadPollIntervalMs: number;
+  historyPollIntervalMs: number;
+  freePollIntervalMs: number;
+  probeTimeoutMs: number;
+  healthIntervalMs: number;
+  freeTimeoutMs: number;
+  warmTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  promptCaptureLimit: number;
+  retryBodyLimit: number;
+  autoUpdate: boolean;
+  updateIntervalMs: number;
+  updateRepo: string;
+  updateAsset: string;
+  appVer: string;
+  cfgVer: string;
+}

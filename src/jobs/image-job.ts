@@ -1,0 +1,223 @@
+/**
+ * One image job, start to release, as one sequence (SPEC "Image job flow"):
+ *
+ *   acquireImage → unload Ollama and wait until /api/ps is empty → forward /prompt once →
+ *   pass ComfyUI's answer back → (200 + prompt_id) wait for the job in /history → /free →
+ *   wait until /system_stats shows the VRAM is back → release → optionally warm a chat model.
+ *
+ * The lock is held until ComfyUI has really finished and really let go of the memory, not until
+ * /prompt returned (which only means "queued"). Every path releases the lease exactly once.
+ */
+import type { ComfyClient } from "../comfy/client.ts";
+import { vramReleased } from "../comfy/client.ts";
+import type { OllamaClient } from "../ollama/client.ts";
+import { sleep } from "../proxy/backoff.ts";
+import { errorResponse } from "../proxy/dialect.ts";
+import { forward, relayResponse, type Hold, type RetryPolicy } from "../proxy/forward.ts";
+import { describeFetchError } from "../proxy/upstream-errors.ts";
+import { captureHead, findPromptId } from "./capture.ts";
+import type { JobListener, JobOutcome } from "./events.ts";
+import type { JobTracker } from "./tracker.ts";
+
+export interface ImageLease {
+  release(): void;
+  readonly waitedMs: number;
+}
+
+/** The part of the GPU lock an image job uses. */
+export interface ImageLock {
+  acquireImage(signal?: AbortSignal): Promise<ImageLease>;
+  tryAcquireLLM(): { release(): void } | null;
+  readonly state: string;
+}
+
+export interface ImageJobSettings {
+  unloadTimeoutMs: number;
+  unloadPollIntervalMs: number;
+  jobTimeoutMs: number;
+  historyPollIntervalMs: number;
+  freeTimeoutMs: number;
+  freePollIntervalMs: number;
+  promptCaptureLimit: number;
+  warmModel: string;
+  warmTimeoutMs: number;
+  retry: RetryPolicy;
+}
+
+export interface ImageJobDeps {
+  lock: ImageLock;
+  comfy: ComfyClient;
+  /** Absent when OLLAMA_URL is empty: nothing to unload or warm. */
+  ollama: OllamaClient | undefined;
+  settings: ImageJobSettings;
+  tracker: JobTracker;
+  emit: JobListener;
+}
+
+let nextJobId = 1;
+
+export async function handleImageJob(req: Request, clientIp: string | undefined, deps: ImageJobDeps): Promise<Response> {
+  const { lock, settings, emit } = deps;
+  const jobId = nextJobId++;
+  const clientSignal = req.signal;
+  let lease: ImageLease | undefined;
+  let acquiredAt = 0;
+
+  const release = (outcome: JobOutcome, promptId?: string) => {
+    if (!lease) return;
+    const l = lease;
+    lease = undefined;
+    l.release();
+    emit({ phase: "released", jobId, promptId, outcome, heldMs: performance.now() - acquiredAt });
+  };
+
+  // Taken before every attempt to reach ComfyUI. If ComfyUI is down the attempt fails, the GPU is
+  // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
+  const acquire = async (): Promise<Hold> => {
+    const l = await lock.acquireImage(clientSignal);
+    lease = l;
+    acquiredAt = performance.now();
+    emit({ phase: "acquired", jobId, waitedMs: l.waitedMs });
+    await unloadOllama(jobId, deps);
+    if (clientSignal.aborted) {
+      release("client_gone");
+      throw clientSignal.reason;
+    }
+    return { release: () => release("upstream_error") };
+  };
+
+  // Once the body is on its way ComfyUI may queue the job whatever the client does, so the
+  // upstream request is not tied to the client's signal; JOB_TIMEOUT bounds a ComfyUI that hangs.
+  const fetchSignal = AbortSignal.timeout(settings.jobTimeoutMs);
+  const started = performance.now();
+  let result;
+  try {
+    result = await forward(req, {
+      upstream: deps.comfy.base,
+      signal: clientSignal,
+      fetchSignal,
+      clientIp,
+      retry: settings.retry,
+      acquire,
+      onRetry: (n) => emit({ phase: "retrying", jobId, ...n }),
+    });
+  } catch (err) {
+    release("client_gone");
+    throw err;
+  }
+
+  if (!result.ok) {
+    release("upstream_error");
+    return errorResponse("comfy", {
+      status: 502,
+      type: "upstream_unreachable",
+      message: `gpu-turnstile could not reach ComfyUI: ${result.reason}`,
+    });
+  }
+
+  const res = result.response;
+  if (res.status !== 200 || res.body === null) {
+    emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started });
+    release("rejected");
+    return relayResponse(res);
+  }
+
+  const captured = captureHead(res.body, settings.promptCaptureLimit);
+  void captured.head.then((head) => {
+    const promptId = findPromptId(head);
+    emit({ phase: "forwarded", jobId, status: res.status, promptId, durationMs: performance.now() - started });
+    if (!promptId) return release("no_prompt_id");
+    void deps.tracker.run({ jobId, promptId, since: Date.now() }, async () => {
+      let outcome: JobOutcome = "failed";
+      try {
+        outcome = await finishJob(jobId, promptId, deps);
+      } finally {
+        release(outcome, promptId);
+      }
+      await warm(deps);
+    });
+  });
+  return relayResponse(res, captured.body);
+}
+
+/** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
+async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
+  const { ollama, settings, emit } = deps;
+  if (!ollama) return;
+  const t0 = performance.now();
+  const signal = AbortSignal.timeout(settings.unloadTimeoutMs);
+  let models: string[] = [];
+  let complete = false;
+  let error: string | undefined;
+  try {
+    models = (await ollama.ps(signal)).map((m) => m.name);
+    for (const m of models) await ollama.unload(m, signal);
+    complete = await ollama.waitUnloaded(Date.now() + settings.unloadTimeoutMs - (performance.now() - t0), settings.unloadPollIntervalMs, signal);
+    if (!complete) error = `models still loaded after ${settings.unloadTimeoutMs} ms`;
+  } catch (err) {
+    error = signal.aborted ? `no answer within UNLOAD_TIMEOUT (${settings.unloadTimeoutMs} ms)` : describeFetchError(err);
+  }
+  emit({ phase: "unloaded", jobId, models, durationMs: performance.now() - t0, complete, error });
+}
+
+/** Wait for the job, free ComfyUI's memory and confirm it came back. Returns the job's outcome. */
+async function finishJob(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
+  const { comfy, settings, emit } = deps;
+  const t0 = performance.now();
+  const end = await comfy.waitJob(promptId, {
+    deadline: Date.now() + settings.jobTimeoutMs,
+    pollMs: settings.historyPollIntervalMs,
+  });
+  emit({ phase: "finished", jobId, promptId, end, durationMs: performance.now() - t0 });
+
+  const f0 = performance.now();
+  const deadline = Date.now() + settings.freeTimeoutMs;
+  let vramBefore: number | undefined;
+  let vramAfter: number | undefined;
+  let released = false;
+  let error: string | undefined;
+  try {
+    vramBefore = await comfy.torchReserved(settings.freeTimeoutMs).catch(() => undefined);
+    await comfy.free(settings.freeTimeoutMs);
+    if (vramBefore === undefined) {
+      error = "could not read /system_stats; VRAM release not verified";
+    } else {
+      for (;;) {
+        vramAfter = await comfy.torchReserved(Math.max(1, deadline - Date.now()));
+        if (vramReleased(vramBefore, vramAfter)) {
+          released = true;
+          break;
+        }
+        const left = deadline - Date.now();
+        if (left <= 0) {
+          error = `VRAM not released within FREE_TIMEOUT (${settings.freeTimeoutMs} ms)`;
+          break;
+        }
+        await sleep(Math.min(settings.freePollIntervalMs, left));
+      }
+    }
+  } catch (err) {
+    error = describeFetchError(err);
+  }
+  emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, vramBefore, vramAfter, released, error });
+  return end === "success" ? "completed" : end === "error" ? "failed" : "timeout";
+}
+
+/** WARM_MODEL: reload the chat model once the GPU is idle. It loads a model, so it holds an LLM slot. */
+async function warm(deps: ImageJobDeps): Promise<void> {
+  const { ollama, settings, lock, emit } = deps;
+  const model = settings.warmModel;
+  if (!ollama || !model) return;
+  if (lock.state !== "idle") return emit({ phase: "warm_skipped", model, reason: `GPU is ${lock.state}` });
+  const slot = lock.tryAcquireLLM();
+  if (!slot) return emit({ phase: "warm_skipped", model, reason: "an image job is waiting" });
+  const t0 = performance.now();
+  try {
+    await ollama.warm(model, settings.warmTimeoutMs);
+    emit({ phase: "warmed", model, durationMs: performance.now() - t0 });
+  } catch (err) {
+    emit({ phase: "warmed", model, durationMs: performance.now() - t0, error: describeFetchError(err) });
+  } finally {
+    slot.release();
+  }
+}

@@ -1,0 +1,262 @@
+import type { GpuLockOptions, GpuState, Lease, LeaseKind, LockEvent, LockSnapshot } from "./types.ts";
+
+/**
+ * The two-mode, writer-preferring lock of the SPEC: "readers" are LLM requests (any number at
+ * once), the single "writer" is an image job.
+ *
+ * Every public operation is one synchronous step: it mutates the counters, grants whatever has
+ * become grantable, and only then tells listeners. Grants resolve promises, which callers see a
+ * microtask later, but snapshot() reflects a grant the moment it is decided. Because of that a
+ * waiter is settled exactly once and never both ways: a waiter whose signal has already aborted
+ * is never granted (even when an earlier abort listener releases a lease mid-abort), and an abort
+ * that comes after the grant is ignored — the lease belongs to the caller, who must release it.
+ * So there is no "granted but rejected" lease to clean up.
+ *
+ * Priority and starvation: image jobs always go before waiting LLM requests. An image that
+ * releases while another image waits hands the GPU straight to it, and a new LLM request waits as
+ * soon as any image waits. A steady stream of image jobs can therefore starve LLM requests
+ * indefinitely. The SPEC asks for exactly this ("two-mode lock with image priority"): without it
+ * steady chat traffic would keep n > 0 and starve image jobs instead. LLM waits are bounded by the
+ * caller's signal (LLM_WAIT_TIMEOUT), so a starved LLM request gets a 503, not a hang.
+ *
+ * Transitions: one step emits at most one "transition", from the state before the step to the
+ * state after it, and only when they differ. Releasing the last LLM while an image waits hands
+ * the GPU over in the same step, so listeners see llm → image directly, never an idle in between;
+ * likewise image → llm when an image releases and LLMs were waiting.
+ *
+ * Event order within a step: the cause ("released" / "abandoned"), then "transition", then the
+ * "acquired" events. A listener may call back into the lock; its events are queued and delivered
+ * after the current ones, so every listener sees one global order.
+ *
+ * Ids: every acquireLLM/acquireImage call takes the next id (starting at 1), even one that
+ * rejects at once; tryAcquireLLM takes one only when it returns a lease.
+ */
+export class GpuLock {
+  readonly #now: () => number;
+  readonly #onListenerError: (error: unknown, event: LockEvent) => void;
+  readonly #listeners = new Set<(e: LockEvent) => void>();
+
+  #llmInflight = 0;
+  #imageHeld = false;
+  readonly #imageQueue: Waiter[] = [];
+  readonly #llmQueue: Waiter[] = [];
+  /** The state last announced; equal to #derive() between steps. */
+  #state: GpuState = "idle";
+  #nextId = 1;
+
+  // Per-step scratch: filled while mutating, flushed by #finish().
+  #causes: LockEvent[] = [];
+  #grants: LockEvent[] = [];
+  readonly #outbox: LockEvent[] = [];
+  #delivering = false;
+
+  constructor(opts: GpuLockOptions = {}) {
+    this.#now = opts.now ?? (() => performance.now());
+    this.#onListenerError = opts.onListenerError ?? (() => {});
+  }
+
+  get state(): GpuState {
+    return this.#state;
+  }
+
+  snapshot(): LockSnapshot {
+    return {
+      state: this.#state,
+      llmInflight: this.#llmInflight,
+      imagePending: this.#imageQueue.length > 0,
+      imageWaiting: this.#imageQueue.length,
+      llmWaiting: this.#llmQueue.length,
+    };
+  }
+
+  onEvent(listener: (e: LockEvent) => void): () => void {
+    // Wrap so the same function can subscribe twice and unsubscribe each independently.
+    const entry = (e: LockEvent) => listener(e);
+    this.#listeners.add(entry);
+    return () => {
+      this.#listeners.delete(entry);
+    };
+  }
+
+  acquireLLM(signal?: AbortSignal): Promise<Lease> {
+    const id = this.#nextId++;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const at = this.#now();
+    if (!this.#llmMayEnter()) return this.#enqueue(this.#llmQueue, "llm", id, at, signal);
+    const lease = this.#take("llm", id, at, at);
+    this.#finish(at);
+    return Promise.resolve(lease);
+  }
+
+  /** For LLM_BUSY_MODE=reject: a lease when one is free right now, null when it would have to wait. */
+  tryAcquireLLM(): Lease | null {
+    if (!this.#llmMayEnter()) return null;
+    const at = this.#now();
+    const lease = this.#take("llm", this.#nextId++, at, at);
+    this.#finish(at);
+    return lease;
+  }
+
+  acquireImage(signal?: AbortSignal): Promise<Lease> {
+    const id = this.#nextId++;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const at = this.#now();
+    // Queue first, then dispatch: an idle GPU grants at once, otherwise the queue blocks new LLMs.
+    const promise = this.#enqueue(this.#imageQueue, "image", id, at, signal);
+    this.#dispatch(at);
+    this.#finish(at);
+    return promise;
+  }
+
+  #llmMayEnter(): boolean {
+    // While LLMs wait an image is held or pending, so this also keeps LLMs from overtaking them.
+    return !this.#imageHeld && this.#imageQueue.length === 0;
+  }
+
+  #derive(): GpuState {
+    if (this.#imageHeld) return "image";
+    return this.#llmInflight > 0 ? "llm" : "idle";
+  }
+
+  #enqueue(queue: Waiter[], kind: LeaseKind, id: number, calledAt: number, signal?: AbortSignal): Promise<Lease> {
+    return new Promise<Lease>((resolve, reject) => {
+      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined };
+      if (signal) {
+        waiter.onAbort = () => this.#abandon(waiter);
+        signal.addEventListener("abort", waiter.onAbort, { once: true });
+      }
+      queue.push(waiter);
+    });
+  }
+
+  /** Grants everything that has become grantable. Idempotent between steps. */
+  #dispatch(at: number): void {
+    for (;;) {
+      if (this.#imageHeld) return;
+      const head = this.#imageQueue[0];
+      if (head === undefined) break;
+      if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
+      this.#imageQueue.shift();
+      if (this.#grant(head, at)) return;
+      // head had aborted without our listener having run yet: try the next image.
+    }
+    // No image held or pending: every waiting LLM request goes at once.
+    for (const waiter of this.#llmQueue.splice(0)) this.#grant(waiter, at);
+  }
+
+  /** Settles a dequeued waiter: granted (true) or, if its signal already aborted, rejected (false). */
+  #grant(waiter: Waiter, at: number): boolean {
+    waiter.settled = true;
+    const { signal } = waiter;
+    if (waiter.onAbort) signal?.removeEventListener("abort", waiter.onAbort);
+    if (signal?.aborted) {
+      this.#causes.push({ type: "abandoned", kind: waiter.kind, waitedMs: at - waiter.calledAt, reason: signal.reason, id: waiter.id });
+      waiter.reject(signal.reason);
+      return false;
+    }
+    waiter.resolve(this.#take(waiter.kind, waiter.id, waiter.calledAt, at));
+    return true;
+  }
+
+  #take(kind: LeaseKind, id: number, calledAt: number, at: number): Lease {
+    if (kind === "llm") this.#llmInflight++;
+    else this.#imageHeld = true;
+    const waitedMs = at - calledAt;
+    this.#grants.push({ type: "acquired", kind, waitedMs, id });
+    return new GrantedLease(kind, waitedMs, id, () => this.#release(kind, id, at));
+  }
+
+  #release(kind: LeaseKind, id: number, grantedAt: number): void {
+    const at = this.#now();
+    if (kind === "llm") this.#llmInflight--;
+    else this.#imageHeld = false;
+    this.#causes.push({ type: "released", kind, heldMs: at - grantedAt, id });
+    this.#dispatch(at);
+    this.#finish(at);
+  }
+
+  #abandon(waiter: Waiter): void {
+    if (waiter.settled) return;
+    waiter.settled = true;
+    const queue = waiter.kind === "llm" ? this.#llmQueue : this.#imageQueue;
+    const i = queue.indexOf(waiter);
+    if (i >= 0) queue.splice(i, 1);
+    const at = this.#now();
+    const reason = waiter.signal?.reason;
+    this.#causes.push({ type: "abandoned", kind: waiter.kind, waitedMs: at - waiter.calledAt, reason, id: waiter.id });
+    waiter.reject(reason);
+    // An aborted image may have been the only thing holding waiting LLM requests back.
+    this.#dispatch(at);
+    this.#finish(at);
+  }
+
+  /** Ends a step: announces the cause, the state change if any, and the grants, in that order. */
+  #finish(at: number): void {
+    const events = this.#causes;
+    this.#causes = [];
+    const to = this.#derive();
+    if (to !== this.#state) {
+      const from = this.#state;
+      this.#state = to;
+      events.push({ type: "transition", from, to, at, snapshot: this.snapshot() });
+    }
+    events.push(...this.#grants);
+    this.#grants = [];
+    this.#outbox.push(...events);
+    this.#deliver();
+  }
+
+  #deliver(): void {
+    if (this.#delivering) return; // a listener called back into the lock; the outer loop delivers
+    this.#delivering = true;
+    try {
+      for (let e = this.#outbox.shift(); e !== undefined; e = this.#outbox.shift()) {
+        for (const listener of [...this.#listeners]) {
+          try {
+            listener(e);
+          } catch (error) {
+            try {
+              this.#onListenerError(error, e);
+            } catch {
+              // The error reporter failed too; the lock must still not break.
+            }
+          }
+        }
+      }
+    } finally {
+      this.#delivering = false;
+    }
+  }
+}
+
+interface Waiter {
+  readonly kind: LeaseKind;
+  readonly id: number;
+  readonly calledAt: number;
+  readonly resolve: (lease: Lease) => void;
+  readonly reject: (reason: unknown) => void;
+  readonly signal: AbortSignal | undefined;
+  /** True once granted or abandoned; guards against a late abort listener call. */
+  settled: boolean;
+  onAbort: (() => void) | undefined;
+}
+
+class GrantedLease implements Lease {
+  readonly kind: LeaseKind;
+  readonly waitedMs: number;
+  readonly id: number;
+  #onRelease: (() => void) | undefined;
+
+  constructor(kind: LeaseKind, waitedMs: number, id: number, onRelease: () => void) {
+    this.kind = kind;
+    this.waitedMs = waitedMs;
+    this.id = id;
+    this.#onRelease = onRelease;
+  }
+
+  release(): void {
+    const onRelease = this.#onRelease;
+    this.#onRelease = undefined; // cleared first, so a listener re-entering release() is a no-op too
+    onRelease?.();
+  }
+}

@@ -1,0 +1,41 @@
+/** What the GPU is doing right now. */
+export type GpuState = "idle" | "llm" | "image";
+
+/** What a lease holds: one of N LLM slots, or the single image slot. */
+export type LeaseKind = "llm" | "image";
+
+export interface Lease {
+  readonly kind: LeaseKind;
+  /** now() at grant − now() at the acquire call. */
+  readonly waitedMs: number;
+  /** Taken at the acquire call, so ids rise in call order (see GpuLock for the exact rule). */
+  readonly id: number;
+  /** Gives the slot back. Idempotent: later calls are no-ops. */
+  release(): void;
+}
+
+export interface LockSnapshot {
+  state: GpuState;
+  llmInflight: number;
+  /** True while at least one image job waits for the GPU (new LLM requests are held back). */
+  imagePending: boolean;
+  imageWaiting: number;
+  llmWaiting: number;
+}
+
+export type LockEvent =
+  | { type: "transition"; from: GpuState; to: GpuState; at: number; snapshot: LockSnapshot }
+  | { type: "acquired"; kind: LeaseKind; waitedMs: number; id: number }
+  | { type: "released"; kind: LeaseKind; heldMs: number; id: number }
+  /** A waiter whose signal aborted before it was granted. `id` is an addition to the brief's shape. */
+  | { type: "abandoned"; kind: LeaseKind; waitedMs: number; reason: unknown; id: number };
+
+export interface GpuLockOptions {
+  /** Clock in milliseconds. Default `performance.now()`. */
+  now?: () => number;
+  /**
+   * Called when an event listener throws. The lock itself stays consistent either way;
+   * this only decides whether anyone hears about it. Default: ignore (the lock does no I/O).
+   */
+  onListenerError?: (error: unknown, event: LockEvent) => void;
+}

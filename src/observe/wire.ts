@@ -1,0 +1,143 @@
+/**
+ * Turns what happens (requests, lock transitions, image-job phases, upstream health) into log
+ * lines and metrics, in one place. Operators get one line per state transition and per job phase.
+ */
+import type { LockEvent } from "../lock/index.ts";
+import type { ImageJobEvent } from "../jobs/events.ts";
+import type { RequestObserver } from "../proxy/app.ts";
+import type { Logger } from "./log.ts";
+import { formatDuration, logRequest } from "./request-log.ts";
+import type { TurnstileMetrics, Upstream } from "./turnstile-metrics.ts";
+
+const ms = (v: number) => formatDuration(v);
+const mib = (b: number | undefined) => (b === undefined ? "?" : `${(b / 1024 / 1024).toFixed(0)}MiB`);
+
+export function requestObserver(log: Logger, metrics: TurnstileMetrics): RequestObserver {
+  return {
+    start(r) {
+      if (r.class !== "internal" && log.enabled("info")) logRequest(log, "-->", r);
+    },
+    end(r) {
+      metrics.requests.inc({ listener: r.listener, class: r.class, status: String(r.status) });
+      if (r.class !== "internal" && log.enabled("info")) logRequest(log, "<--", r);
+    },
+    busy(reason) {
+      metrics.busy.inc({ reason });
+      log.info(reason === "reject" ? "LLM request rejected: GPU busy with an image job" : "LLM request gave up waiting for the GPU", {
+        reason,
+      });
+    },
+    retry(listener, n) {
+      metrics.upstreamRetries.inc({ upstream: listener });
+      log.warn(`${listener} upstream unavailable, retrying in ${ms(n.delayMs)}`, {
+        request: `${n.method} ${n.path}`,
+        attempt: n.attempt,
+        reason: n.reason,
+      });
+    },
+    upstreamFailed(listener, r) {
+      log.warn(`${listener} request failed`, { request: `${r.method} ${r.path}`, reason: r.reason });
+    },
+  };
+}
+
+export function lockLogger(log: Logger): (e: LockEvent) => void {
+  return (e) => {
+    if (e.type === "transition") {
+      log.debug(`GPU ${e.from} -> ${e.to}`, {
+        llm_inflight: e.snapshot.llmInflight,
+        image_waiting: e.snapshot.imageWaiting,
+        llm_waiting: e.snapshot.llmWaiting,
+      });
+    } else if (e.type === "abandoned") {
+      log.debug(`${e.kind} waiter left after ${ms(e.waitedMs)}`, { lease: e.id });
+    }
+  };
+}
+
+export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJobEvent) => void {
+  return (e) => {
+    switch (e.phase) {
+      case "acquired":
+        log.info(`image job ${e.jobId}: GPU acquired after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
+        return;
+      case "unloaded":
+        metrics.unloadSeconds.observe({}, e.durationMs / 1000);
+        if (e.complete) {
+          log.info(`image job ${e.jobId}: Ollama empty after ${ms(e.durationMs)}`, {
+            job: e.jobId,
+            unloaded: e.models.join(",") || "-",
+            unload: ms(e.durationMs),
+          });
+        } else {
+          log.warn(`image job ${e.jobId}: Ollama unload incomplete, continuing`, {
+            job: e.jobId,
+            models: e.models.join(",") || "-",
+            unload: ms(e.durationMs),
+            reason: e.error,
+          });
+        }
+        return;
+      case "retrying":
+        log.warn(`image job ${e.jobId}: ComfyUI unavailable, retrying in ${ms(e.delayMs)}`, { job: e.jobId, attempt: e.attempt, reason: e.reason });
+        return;
+      case "forwarded":
+        log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, {
+          job: e.jobId,
+          prompt_id: e.promptId ?? "-",
+          forward: ms(e.durationMs),
+        });
+        return;
+      case "finished": {
+        metrics.jobSeconds.observe({}, e.durationMs / 1000);
+        const line = `image job ${e.jobId}: prompt ${e.end === "timeout" ? "not seen finished within JOB_TIMEOUT" : e.end}`;
+        const fields = { job: e.jobId, prompt_id: e.promptId, job_time: ms(e.durationMs) };
+        if (e.end === "timeout") log.warn(line, fields);
+        else log.info(line, fields);
+        return;
+      }
+      case "freed": {
+        metrics.freeSeconds.observe({}, e.durationMs / 1000);
+        if (e.vramBefore !== undefined && e.vramAfter !== undefined) metrics.vramReclaimedBytes.set({}, Math.max(0, e.vramBefore - e.vramAfter));
+        const fields = {
+          job: e.jobId,
+          prompt_id: e.promptId,
+          free: ms(e.durationMs),
+          vram_before: mib(e.vramBefore),
+          vram_after: mib(e.vramAfter),
+        };
+        if (e.released) log.info(`image job ${e.jobId}: ComfyUI memory released`, fields);
+        else log.warn(`image job ${e.jobId}: ComfyUI memory release not confirmed`, { ...fields, reason: e.error });
+        return;
+      }
+      case "released":
+        metrics.imageJobs.inc({ outcome: e.outcome });
+        log.info(`image job ${e.jobId}: GPU released (${e.outcome})`, {
+          job: e.jobId,
+          prompt_id: e.promptId ?? "-",
+          held: ms(e.heldMs),
+        });
+        return;
+      case "warmed":
+        if (e.error) log.warn(`warm-up of ${e.model} failed`, { model: e.model, reason: e.error });
+        else log.info(`warmed ${e.model} in ${ms(e.durationMs)}`, { model: e.model });
+        return;
+      case "warm_skipped":
+        log.debug(`warm-up of ${e.model} skipped: ${e.reason}`);
+        return;
+    }
+  };
+}
+
+export function upstreamHealthLogger(log: Logger, metrics: TurnstileMetrics) {
+  const last = new Map<Upstream, boolean>();
+  return (upstream: Upstream, up: boolean, detail: string) => {
+    metrics.upstreamUp.set({ upstream }, up ? 1 : 0);
+    const before = last.get(upstream);
+    last.set(upstream, up);
+    if (before === up) return;
+    if (!up) log.warn(`${upstream} is down`, { reason: detail });
+    else if (before === false) log.warn(`${upstream} recovered`, { version: detail });
+    else log.info(`${upstream} is up`, { version: detail });
+  };
+}

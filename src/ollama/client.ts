@@ -1,0 +1,80 @@
+/**
+ * The few calls the turnstile makes to Ollama itself: what is loaded, unload it, wait until it
+ * is really gone, and load a model back. Ollama answers an unload at once and frees the model
+ * afterwards (api-facts O6), so "unloaded" is only ever decided by /api/ps being empty.
+ */
+import { sleep } from "../proxy/backoff.ts";
+import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
+
+export interface LoadedModel {
+  name: string;
+  sizeVram: number;
+}
+
+export type UnloadVia = "generate" | "embed";
+
+export class OllamaClient {
+  constructor(
+    readonly base: URL,
+    private readonly callTimeoutMs: number,
+  ) {}
+
+  async version(timeoutMs = this.callTimeoutMs): Promise<string> {
+    const { status, text } = await callJson(this.base, "/api/version", { timeoutMs });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/version");
+    const v = parseJson(text);
+    return isRecord(v) && typeof v.version === "string" ? v.version : "unknown";
+  }
+
+  async ps(signal?: AbortSignal): Promise<LoadedModel[]> {
+    const { status, text } = await callJson(this.base, "/api/ps", { timeoutMs: this.callTimeoutMs, signal });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/ps");
+    const body = parseJson(text);
+    const models = isRecord(body) && Array.isArray(body.models) ? body.models : [];
+    return models.filter(isRecord).map((m) => ({
+      name: String(m.name ?? m.model ?? ""),
+      sizeVram: typeof m.size_vram === "number" ? m.size_vram : 0,
+    }));
+  }
+
+  /**
+   * Ask Ollama to unload `model`. `keep_alive:0` on /api/generate works for every model since
+   * Ollama 0.3.11; older versions refuse it for embedding-only models, which /api/embed with
+   * `keep_alive:0` unloads instead (it loads the model if needed, then drops it).
+   */
+  async unload(model: string, signal?: AbortSignal): Promise<UnloadVia> {
+    const gen = await callJson(this.base, "/api/generate", {
+      timeoutMs: this.callTimeoutMs,
+      signal,
+      body: { model, keep_alive: 0 },
+    });
+    if (gen.status >= 200 && gen.status < 300) return "generate";
+    const emb = await callJson(this.base, "/api/embed", {
+      timeoutMs: this.callTimeoutMs,
+      signal,
+      body: { model, input: "x", keep_alive: 0 },
+    });
+    if (emb.status >= 200 && emb.status < 300) return "embed";
+    throw new UpstreamHttpError(emb.status, emb.text, `unload ${model}`);
+  }
+
+  /** Poll /api/ps until nothing is loaded. Resolves true when empty, false at the deadline. */
+  async waitUnloaded(deadline: number, pollMs: number, signal?: AbortSignal): Promise<boolean> {
+    for (;;) {
+      if ((await this.ps(signal)).length === 0) return true;
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      await sleep(Math.min(pollMs, left), signal);
+    }
+  }
+
+  /** Load `model` and keep it resident (`keep_alive:-1`), so the next chat skips the load time. */
+  async warm(model: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    const { status, text } = await callJson(this.base, "/api/generate", {
+      timeoutMs,
+      signal,
+      body: { model, prompt: "", keep_alive: -1 },
+    });
+    if (status < 200 || status >= 300) throw new UpstreamHttpError(status, text, `warm ${model}`);
+  }
+}

@@ -1,0 +1,157 @@
+/**
+ * One listener's Hono app. A request is classified once, then either passes straight through,
+ * waits for an LLM slot, or runs as an image job; /healthz and /metrics are answered here.
+ * Websocket upgrades never reach this app (see listener.ts): they need the Bun server itself.
+ */
+import { Hono } from "hono";
+import type { ImageJobDeps } from "../jobs/image-job.ts";
+import { handleImageJob } from "../jobs/image-job.ts";
+import { classify, type Listener, type RequestClass } from "./classify.ts";
+import { dialectFor, errorResponse } from "./dialect.ts";
+import { forward, onBodyDone, relayResponse, type RetryNotice, type RetryPolicy } from "./forward.ts";
+import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
+
+export interface RequestObserver {
+  start(r: { listener: Listener; method: string; path: string; class: RequestClass | "internal" }): void;
+  end(r: {
+    listener: Listener;
+    method: string;
+    path: string;
+    class: RequestClass | "internal";
+    status: number;
+    durationMs: number;
+  }): void;
+  busy(reason: BusyReason): void;
+  retry(listener: Listener, n: RetryNotice & { method: string; path: string }): void;
+  upstreamFailed(listener: Listener, r: { method: string; path: string; reason: string }): void;
+}
+
+export interface HealthBody {
+  state: string;
+  llm_inflight: number;
+  image_pending: boolean;
+}
+
+export interface ListenerAppDeps {
+  listener: Listener;
+  upstream: URL;
+  lock: LlmLock;
+  retry: RetryPolicy;
+  busy: { mode: "wait" | "reject"; waitTimeoutMs: number; status: number; retryAfterS: number };
+  observer: RequestObserver;
+  health: () => HealthBody;
+  metrics: () => { contentType: string; text: string };
+  /** The ComfyUI listener's image jobs; absent on the Ollama listener. */
+  imageJob?: ImageJobDeps;
+}
+
+/** Status written to the request log when the client went away before an answer (nginx's 499). */
+export const CLIENT_CLOSED = 499;
+
+export type AppEnv = { Bindings: { clientIp: string | undefined } };
+
+export function createListenerApp(deps: ListenerAppDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const { listener, observer } = deps;
+
+  app.get("/healthz", (c) => {
+    timed(deps, c.req.raw, "internal", () => 200);
+    return c.json(deps.health());
+  });
+  app.get("/metrics", (c) => {
+    timed(deps, c.req.raw, "internal", () => 200);
+    const m = deps.metrics();
+    return c.body(m.text, 200, { "content-type": m.contentType });
+  });
+
+  app.all("*", async (c) => {
+    const req = c.req.raw;
+    const url = new URL(req.url);
+    const cls = classify(listener, req.method, url.pathname);
+    const t0 = performance.now();
+    const info = { listener, method: req.method, path: url.pathname, class: cls };
+    observer.start(info);
+    let res: Response;
+    try {
+      if (cls === "llm") res = await proxyLLM(req, url, c.env.clientIp, deps);
+      else if (cls === "image" && deps.imageJob) res = await handleImageJob(req, c.env.clientIp, deps.imageJob);
+      else res = await proxyPass(req, url, c.env.clientIp, deps);
+    } catch (err) {
+      if (!req.signal.aborted) throw err;
+      res = new Response(null, { status: CLIENT_CLOSED });
+    }
+    observer.end({ ...info, status: res.status, durationMs: performance.now() - t0 });
+    return res;
+  });
+
+  app.onError((err, c) => {
+    const path = new URL(c.req.url).pathname;
+    observer.upstreamFailed(listener, { method: c.req.method, path, reason: err instanceof Error ? err.message : String(err) });
+    return errorResponse(dialectFor(listener, path), {
+      status: 500,
+      type: "internal_error",
+      message: `gpu-turnstile internal error: ${err instanceof Error ? err.message : String(err)}`,
+    });
+  });
+  return app;
+}
+
+function timed(deps: ListenerAppDeps, req: Request, cls: "internal", status: () => number): void {
+  const path = new URL(req.url).pathname;
+  deps.observer.end({ listener: deps.listener, method: req.method, path, class: cls, status: status(), durationMs: 0 });
+}
+
+async function proxyPass(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps): Promise<Response> {
+  const result = await forward(req, {
+    upstream: deps.upstream,
+    signal: req.signal,
+    clientIp,
+    retry: deps.retry,
+    onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
+  });
+  if (!result.ok) return unreachable(deps, req, url, result.reason);
+  return relayResponse(result.response);
+}
+
+/**
+ * An LLM request holds its slot until the response is fully written or the client goes away,
+ * whichever comes first; the lease's release is idempotent, so both paths may fire.
+ */
+async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps): Promise<Response> {
+  const dialect = dialectFor(deps.listener, url.pathname);
+  let result;
+  try {
+    result = await forward(req, {
+      upstream: deps.upstream,
+      signal: req.signal,
+      clientIp,
+      retry: deps.retry,
+      acquire: () => admitLLM(deps.lock, deps.busy, req.signal),
+      onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
+    });
+  } catch (err) {
+    if (!(err instanceof GpuBusyError)) throw err;
+    deps.observer.busy(err.reason);
+    return errorResponse(dialect, {
+      status: err.reason === "reject" ? deps.busy.status : 503,
+      type: "gpu_busy",
+      message: busyMessage(err.reason, deps.busy.retryAfterS),
+      headers: { "retry-after": String(deps.busy.retryAfterS) },
+    });
+  }
+  if (!result.ok) return unreachable(deps, req, url, result.reason);
+  const hold = result.hold!;
+  const release = () => hold.release();
+  req.signal.addEventListener("abort", release, { once: true });
+  return relayResponse(result.response, onBodyDone(result.response.body, release));
+}
+
+function unreachable(deps: ListenerAppDeps, req: Request, url: URL, reason: string): Response {
+  deps.observer.upstreamFailed(deps.listener, { method: req.method, path: url.pathname, reason });
+  const name = deps.listener === "ollama" ? "Ollama" : "ComfyUI";
+  return errorResponse(dialectFor(deps.listener, url.pathname), {
+    status: 502,
+    type: "upstream_unreachable",
+    message: `gpu-turnstile could not reach ${name} at ${deps.upstream.host}: ${reason}`,
+  });
+}

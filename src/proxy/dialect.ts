@@ -1,0 +1,39 @@
+/**
+ * Errors the turnstile itself produces, written in the dialect the client already parses:
+ * Ollama's native API (`{"error":"…"}`), the OpenAI-compatible API under /v1
+ * (`{"error":{"message","type","param","code"}}`), or ComfyUI's (`{"error":{"type","message",…}}`).
+ */
+import type { Listener } from "./classify.ts";
+
+export type Dialect = "ollama" | "openai" | "comfy";
+
+export function dialectFor(listener: Listener, path: string): Dialect {
+  if (listener === "comfy") return "comfy";
+  return path === "/v1" || path.startsWith("/v1/") ? "openai" : "ollama";
+}
+
+export interface ErrorReply {
+  status: number;
+  message: string;
+  /** OpenAI `type` / ComfyUI `type`; a short machine-readable reason. */
+  type: string;
+  headers?: Record<string, string>;
+}
+
+export function errorBody(dialect: Dialect, e: ErrorReply): unknown {
+  switch (dialect) {
+    case "ollama":
+      return { error: e.message };
+    case "openai":
+      return { error: { message: e.message, type: e.type, param: null, code: null } };
+    case "comfy":
+      return { error: { type: e.type, message: e.message, details: "", extra_info: {} }, node_errors: {} };
+  }
+}
+
+export function errorResponse(dialect: Dialect, e: ErrorReply): Response {
+  return new Response(JSON.stringify(errorBody(dialect, e)), {
+    status: e.status,
+    headers: { "content-type": "application/json; charset=utf-8", ...e.headers },
+  });
+}

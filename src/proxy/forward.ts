@@ -1,0 +1,164 @@
+/**
+ * One request to an upstream, the way Go's httputil.ReverseProxy does it: rewrite the target,
+ * strip hop-by-hop headers, stream the body both ways, never follow redirects, never decompress.
+ * Adds what a shared GPU needs: retry with backoff for an upstream that is down, and an optional
+ * hold (a lock lease) taken per attempt so a request that is sleeping in backoff never keeps the
+ * GPU from anyone else.
+ */
+import { backoffDelays, sleep } from "./backoff.ts";
+import { clientResponseHeaders, upstreamRequestHeaders } from "./headers.ts";
+import { prepareBody } from "./request-body.ts";
+import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
+
+export interface Hold {
+  release(): void;
+}
+
+export interface RetryPolicy {
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  /** Bodies up to this many bytes (with a Content-Length) are buffered and can be replayed. */
+  retryBodyLimit: number;
+  /** 5xx answers to idempotent requests are retried at most this many times, then passed back. */
+  max5xxRetries: number;
+}
+
+export interface RetryNotice {
+  attempt: number;
+  delayMs: number;
+  reason: string;
+}
+
+export interface ForwardOptions {
+  upstream: URL;
+  /** The client's signal: aborting it cancels the upstream request and any backoff at once. */
+  signal: AbortSignal;
+  /** Overrides `signal` for the upstream request itself (not for waits), when a request must outlive its client. */
+  fetchSignal?: AbortSignal;
+  clientIp?: string;
+  retry: RetryPolicy;
+  /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
+  acquire?: () => Promise<Hold>;
+  onRetry?: (n: RetryNotice) => void;
+}
+
+export type ForwardResult =
+  | { ok: true; response: Response; hold: Hold | undefined }
+  | { ok: false; reason: string };
+
+/**
+ * Bun's fetch options beyond the standard: `decompress: false` keeps a gzip body and its
+ * Content-Encoding together (Bun would otherwise inflate the body yet keep the header);
+ * `duplex: "half"` is what the fetch spec requires for a streamed request body.
+ */
+type BunUpstreamInit = RequestInit & { decompress: boolean; duplex: "half" };
+
+/** RFC 9110 §9.2.2: replaying these cannot do more than the first attempt did. */
+const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
+
+export function targetUrl(upstream: URL, incoming: URL): string {
+  const base = upstream.pathname.endsWith("/") ? upstream.pathname.slice(0, -1) : upstream.pathname;
+  return `${upstream.origin}${base}${incoming.pathname}${incoming.search}`;
+}
+
+/**
+ * Forward `req`. Resolves with the upstream's response (its body not yet read) or with a reason
+ * the upstream could not be reached; rejects only with the client's abort reason.
+ */
+export async function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
+  const { signal, retry } = opts;
+  const url = targetUrl(opts.upstream, new URL(req.url));
+  const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
+  const body = await prepareBody(req, retry.retryBodyLimit);
+  const nextDelay = backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs);
+  const replay5xx = IDEMPOTENT.has(req.method) && body.buffered;
+  let retries5xx = 0;
+
+  for (let attempt = 1; ; attempt++) {
+    const hold = opts.acquire ? await opts.acquire() : undefined;
+    let res: Response;
+    try {
+      const init: BunUpstreamInit = {
+        method: req.method,
+        headers,
+        body: body.next(),
+        redirect: "manual",
+        decompress: false,
+        signal: opts.fetchSignal ?? signal,
+        duplex: "half",
+      };
+      res = await fetch(url, init);
+    } catch (err) {
+      hold?.release();
+      if (signal.aborted) throw signal.reason;
+      const reason = describeFetchError(err);
+      if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
+      const delayMs = nextDelay();
+      opts.onRetry?.({ attempt, delayMs, reason });
+      await sleep(delayMs, signal);
+      continue;
+    }
+    if (res.status >= 500 && replay5xx && retries5xx < retry.max5xxRetries) {
+      retries5xx++;
+      hold?.release();
+      await res.body?.cancel().catch(() => {});
+      const delayMs = nextDelay();
+      opts.onRetry?.({ attempt, delayMs, reason: `upstream answered ${res.status}` });
+      await sleep(delayMs, signal);
+      continue;
+    }
+    return { ok: true, response: res, hold };
+  }
+}
+
+/** The response for the client: same status and body, hop-by-hop headers removed. */
+export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | null = res.body): Response {
+  return new Response(body, {
+    status: res.status,
+    statusText: res.statusText,
+    headers: clientResponseHeaders(res.headers),
+  });
+}
+
+/**
+ * Wrap a response body so `done` runs exactly once when it has been fully read, has failed, or
+ * was cancelled because the client went away. With no body, `done` runs at once.
+ */
+export function onBodyDone(
+  body: ReadableStream<Uint8Array> | null,
+  done: () => void,
+): ReadableStream<Uint8Array> | null {
+  let called = false;
+  const finish = () => {
+    if (!called) {
+      called = true;
+      done();
+    }
+  };
+  if (body === null) {
+    finish();
+    return null;
+  }
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(c) {
+        try {
+          const r = await reader.read();
+          if (r.done) {
+            c.close();
+            finish();
+          } else c.enqueue(r.value);
+        } catch (err) {
+          finish();
+          c.error(err);
+        }
+      },
+      cancel(reason) {
+        finish();
+        return reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}

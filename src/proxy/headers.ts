@@ -1,0 +1,82 @@
+/**
+ * Header rules for a forwarding hop, after Go's net/http/httputil.ReverseProxy.
+ *
+ * RFC 9110 §7.6.1: Connection and the fields it names apply to one connection only and must
+ * not be forwarded; the fixed list below are the hop-by-hop fields that predate that rule
+ * (RFC 2616 §13.5.1, plus Proxy-Connection which old clients still send).
+ */
+const HOP_BY_HOP = [
+  "connection",
+  "proxy-connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+] as const;
+
+/** Remove hop-by-hop fields, including every field named in `Connection`, in place. */
+export function stripHopByHop(h: Headers): Headers {
+  const named = h.get("connection");
+  if (named) {
+    for (const name of named.split(",")) {
+      const n = name.trim();
+      if (n) h.delete(n);
+    }
+  }
+  for (const name of HOP_BY_HOP) h.delete(name);
+  return h;
+}
+
+export interface ForwardedInfo {
+  /** The client's address as the listener saw it. */
+  clientIp: string | undefined;
+  /** "http" — the turnstile terminates no TLS. */
+  proto: string;
+}
+
+/**
+ * Build the header set sent upstream.
+ *
+ * Host: the upstream's own authority. Ollama answers 403 to a Host it does not consider local
+ * when it listens on loopback (api-facts O5), so the client's Host (the turnstile's name) cannot
+ * be passed on; the client's Host travels in X-Forwarded-Host instead.
+ *
+ * Origin: ComfyUI refuses a loopback Host whose Origin names another host (C7) — its CSRF guard.
+ * A browser page loaded through the turnstile sends Origin = the turnstile; that request is
+ * same-origin from the user's point of view, so it is rewritten to the upstream's origin. A
+ * foreign Origin is left alone so ComfyUI's guard still protects against cross-site requests.
+ */
+export function upstreamRequestHeaders(incoming: Headers, upstream: URL, info: ForwardedInfo): Headers {
+  const h = stripHopByHop(new Headers(incoming));
+  const clientHost = incoming.get("host");
+  h.set("host", upstream.host);
+
+  const origin = incoming.get("origin");
+  if (origin && clientHost && originHost(origin) === clientHost.toLowerCase()) {
+    h.set("origin", upstream.origin);
+  }
+
+  if (info.clientIp) {
+    const prior = incoming.get("x-forwarded-for");
+    h.set("x-forwarded-for", prior ? `${prior}, ${info.clientIp}` : info.clientIp);
+  }
+  if (!incoming.has("x-forwarded-proto")) h.set("x-forwarded-proto", info.proto);
+  if (clientHost && !incoming.has("x-forwarded-host")) h.set("x-forwarded-host", clientHost);
+  return h;
+}
+
+/** Response headers for the client: everything the upstream sent except hop-by-hop fields. */
+export function clientResponseHeaders(upstream: Headers): Headers {
+  return stripHopByHop(new Headers(upstream));
+}
+
+function originHost(origin: string): string | undefined {
+  try {
+    return new URL(origin).host.toLowerCase();
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Admission of one LLM request to the GPU (SPEC "Lock semantics", LLM_BUSY_MODE).
+ * `wait`: queue behind the image job for at most LLM_WAIT_TIMEOUT; `reject`: answer at once.
+ */
+export interface LlmLease {
+  release(): void;
+  readonly waitedMs: number;
+}
+
+export interface LlmLock {
+  acquireLLM(signal?: AbortSignal): Promise<LlmLease>;
+  tryAcquireLLM(): LlmLease | null;
+}
+
+export type BusyReason = "wait_timeout" | "reject";
+
+export class GpuBusyError extends Error {
+  constructor(readonly reason: BusyReason) {
+    super(reason === "reject" ? "GPU busy with an image job" : "timed out waiting for the GPU");
+  }
+}
+
+export interface GateSettings {
+  mode: "wait" | "reject";
+  waitTimeoutMs: number;
+}
+
+/** Resolves with a lease; rejects with GpuBusyError, or with the client's abort reason. */
+export async function admitLLM(lock: LlmLock, s: GateSettings, clientSignal: AbortSignal): Promise<LlmLease> {
+  if (s.mode === "reject") {
+    const lease = lock.tryAcquireLLM();
+    if (!lease) throw new GpuBusyError("reject");
+    return lease;
+  }
+  const timeout = AbortSignal.timeout(s.waitTimeoutMs);
+  try {
+    return await lock.acquireLLM(AbortSignal.any([clientSignal, timeout]));
+  } catch (err) {
+    if (clientSignal.aborted) throw clientSignal.reason;
+    if (timeout.aborted) throw new GpuBusyError("wait_timeout");
+    throw err;
+  }
+}
+
+export function busyMessage(reason: BusyReason, retryAfterS: number): string {
+  const why =
+    reason === "reject"
+      ? "the GPU is busy with an image job"
+      : "the GPU stayed busy with an image job for longer than LLM_WAIT_TIMEOUT";
+  return `gpu-turnstile: ${why}; retry in ${retryAfterS} s`;
+}

@@ -1,0 +1,55 @@
+/**
+ * A request body that knows whether it can be sent again.
+ *
+ * Small bodies with a Content-Length are buffered (RETRY_BODY_LIMIT), so any retry is safe.
+ * Larger or chunked bodies stream to the upstream; such a body can still be re-sent after a
+ * connection failure as long as the failed attempt never read a byte of it — the wrapper has a
+ * high-water mark of 0, so fetch pulls only once it has a connection to write to.
+ */
+export interface ReplayableBody {
+  /** The body for the next attempt, or undefined when this request has none. */
+  next(): BodyInit | undefined;
+  /** True when `next()` can be called again and send the same bytes. */
+  readonly replayable: boolean;
+  /** True when the body is held in memory (so even a 5xx may be replayed for idempotent methods). */
+  readonly buffered: boolean;
+}
+
+const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
+
+export async function prepareBody(req: Request, bufferLimit: number): Promise<ReplayableBody> {
+  if (req.body === null || req.method === "GET" || req.method === "HEAD") return NO_BODY;
+  const declared = Number(req.headers.get("content-length") ?? NaN);
+  if (Number.isFinite(declared) && declared <= bufferLimit) {
+    const bytes = new Uint8Array(await req.arrayBuffer());
+    return { next: () => bytes, replayable: true, buffered: true };
+  }
+  return streamingBody(req.body);
+}
+
+function streamingBody(source: ReadableStream<Uint8Array>): ReplayableBody {
+  const reader = source.getReader();
+  let touched = false;
+  return {
+    get replayable() {
+      return !touched;
+    },
+    buffered: false,
+    next() {
+      return new ReadableStream<Uint8Array>(
+        {
+          async pull(c) {
+            touched = true;
+            const { done, value } = await reader.read();
+            if (done) c.close();
+            else c.enqueue(value);
+          },
+          cancel(reason) {
+            return reader.cancel(reason);
+          },
+        },
+        { highWaterMark: 0 },
+      );
+    },
+  };
+}

@@ -1,0 +1,42 @@
+/**
+ * Which fetch failures mean "the request never reached the upstream application" and are
+ * therefore safe to retry: the connection was refused, could not be opened, the name did not
+ * resolve, or the TLS handshake failed. Anything after that (a reset mid-response) is not.
+ */
+const CONNECT_PHASE_CODES = new Set([
+  "ECONNREFUSED",
+  "ConnectionRefused",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "DNSException",
+  "ETIMEDOUT",
+  "ConnectionTimeout",
+  "ENETUNREACH",
+  "EHOSTUNREACH",
+  "EADDRNOTAVAIL",
+  "FailedToOpenSocket",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "CERT_HAS_EXPIRED",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+  "HandshakeFailure",
+  "ERR_SSL_WRONG_VERSION_NUMBER",
+]);
+
+export function errorCode(err: unknown): string | undefined {
+  if (err && typeof err === "object" && "code" in err && typeof err.code === "string") return err.code;
+  return undefined;
+}
+
+export function isConnectPhaseError(err: unknown): boolean {
+  const code = errorCode(err);
+  return code !== undefined && CONNECT_PHASE_CODES.has(code);
+}
+
+/** One short human reason for logs and 502 bodies, never a stack. */
+export function describeFetchError(err: unknown): string {
+  const code = errorCode(err);
+  const msg = err instanceof Error ? err.message : String(err);
+  return code && !msg.includes(code) ? `${code}: ${msg}` : msg;
+}

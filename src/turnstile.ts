@@ -1,0 +1,172 @@
+/**
+ * The running turnstile: one lock, up to two listeners, the image-job machinery, health probes,
+ * logs and metrics wired to events. Everything the CLI, the demo and the tests start goes
+ * through `startTurnstile`.
+ */
+import { ComfyClient } from "./comfy/client.ts";
+import type { Config } from "./config/types.ts";
+import { parseListen } from "./config/listen.ts";
+import type { ImageJobDeps } from "./jobs/image-job.ts";
+import { JobTracker } from "./jobs/tracker.ts";
+import { GpuLock } from "./lock/index.ts";
+import type { Logger } from "./observe/log.ts";
+import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
+import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
+import { OllamaClient } from "./ollama/client.ts";
+import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./proxy/app.ts";
+import type { Listener } from "./proxy/classify.ts";
+import type { RetryPolicy } from "./proxy/forward.ts";
+import { startListener } from "./proxy/listener.ts";
+import { startHealthMonitor, type HealthMonitor } from "./upstream/health.ts";
+
+export interface TurnstileOptions {
+  config: Config;
+  log: Logger;
+  version: string;
+}
+
+export interface BoundListener {
+  name: Listener;
+  url: string;
+  port: number;
+}
+
+export interface Turnstile {
+  readonly lock: GpuLock;
+  readonly tracker: JobTracker;
+  readonly metrics: TurnstileMetrics;
+  readonly listeners: BoundListener[];
+  listener(name: Listener): BoundListener | undefined;
+  health(): HealthBody;
+  /** The first round of upstream probes has been reported. */
+  readonly probed: Promise<void>;
+  /** Graceful stop: stop accepting, let in-flight requests finish within `timeoutMs`, then cut. */
+  stop(timeoutMs?: number): Promise<void>;
+}
+
+/** Max number of 5xx replays of an idempotent request before the answer is passed back. */
+const MAX_5XX_RETRIES = 4;
+
+export function startTurnstile(opts: TurnstileOptions): Turnstile {
+  const { config, log } = opts;
+  const lock = new GpuLock({
+    onListenerError: (err) => log.error("lock event listener failed", { err: err instanceof Error ? err : String(err) }),
+  });
+  const tracker = new JobTracker();
+  const upstreams: Upstream[] = [];
+  if (config.ollamaUrl) upstreams.push("ollama");
+  if (config.comfyUrl) upstreams.push("comfy");
+
+  const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version });
+  metrics.attachLock(lock);
+  lock.onEvent(lockLogger(log));
+
+  const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
+  const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
+
+  const health = (): HealthBody => {
+    const s = lock.snapshot();
+    return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending };
+  };
+  const retry: RetryPolicy = {
+    backoffInitialMs: config.backoffInitialMs,
+    backoffMaxMs: config.backoffMaxMs,
+    retryBodyLimit: config.retryBodyLimit,
+    max5xxRetries: MAX_5XX_RETRIES,
+  };
+  const common = {
+    lock,
+    retry,
+    busy: {
+      mode: config.llmBusyMode,
+      waitTimeoutMs: config.llmWaitTimeoutMs,
+      status: config.llmBusyStatus,
+      retryAfterS: config.busyRetryAfterS,
+    },
+    observer: requestObserver(log, metrics),
+    health,
+    metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
+  } satisfies Omit<ListenerAppDeps, "listener" | "upstream">;
+
+  const imageJob: ImageJobDeps | undefined = comfy && {
+    lock,
+    comfy,
+    ollama,
+    tracker,
+    emit: jobObserver(log, metrics),
+    settings: {
+      unloadTimeoutMs: config.unloadTimeoutMs,
+      unloadPollIntervalMs: config.unloadPollIntervalMs,
+      jobTimeoutMs: config.jobTimeoutMs,
+      historyPollIntervalMs: config.historyPollIntervalMs,
+      freeTimeoutMs: config.freeTimeoutMs,
+      freePollIntervalMs: config.freePollIntervalMs,
+      promptCaptureLimit: config.promptCaptureLimit,
+      warmModel: config.warmModel,
+      warmTimeoutMs: config.warmTimeoutMs,
+      retry,
+    },
+  };
+
+  const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
+  const bound: BoundListener[] = [];
+  const start = (name: Listener, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
+    const addr = parseListen(listen);
+    const upstream = new URL(upstreamUrl);
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream });
+    const server = startListener({
+      name,
+      hostname: addr.hostname,
+      port: addr.port,
+      upstream,
+      app,
+      wsConnectTimeoutMs: config.probeTimeoutMs,
+      onWebsocket: (r) => {
+        metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
+        if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
+        else log.info(`websocket ${r.path} relayed`);
+      },
+    });
+    servers.push({ name, server });
+    const host = addr.hostname ?? "127.0.0.1";
+    const shown = host.includes(":") ? `[${host}]` : host;
+    bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
+  };
+  try {
+    if (config.ollamaUrl) start("ollama", config.listenOllama, config.ollamaUrl, {});
+    if (config.comfyUrl) start("comfy", config.listenComfy, config.comfyUrl, { imageJob });
+  } catch (err) {
+    for (const s of servers) s.server.stop(true);
+    throw err;
+  }
+
+  const monitor: HealthMonitor = startHealthMonitor({
+    ollama,
+    comfy,
+    timeoutMs: config.probeTimeoutMs,
+    intervalMs: config.healthIntervalMs,
+    report: upstreamHealthLogger(log, metrics),
+  });
+
+  return {
+    lock,
+    tracker,
+    metrics,
+    listeners: bound,
+    listener: (name) => bound.find((b) => b.name === name),
+    health,
+    probed: monitor.first,
+    async stop(timeoutMs = config.shutdownTimeoutMs) {
+      monitor.stop();
+      for (const job of tracker.active()) {
+        if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });
+      }
+      const graceful = Promise.all(servers.map((s) => s.server.stop(false)));
+      const timer = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), timeoutMs).unref());
+      if ((await Promise.race([graceful, timer])) === "timeout") {
+        log.warn(`in-flight requests still open after SHUTDOWN_TIMEOUT, closing them`);
+        await Promise.all(servers.map((s) => s.server.stop(true)));
+      }
+    },
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * Probes of the enabled upstreams: once at start, then every HEALTH_INTERVAL. Failure is
+ * reported, never fatal — the turnstile keeps serving (and retrying) while an upstream is down.
+ */
+import type { ComfyClient } from "../comfy/client.ts";
+import type { OllamaClient } from "../ollama/client.ts";
+import { describeFetchError } from "../proxy/upstream-errors.ts";
+import { callJson, isRecord, parseJson } from "./http.ts";
+
+export type ProbeReport = (upstream: "ollama" | "comfy", up: boolean, detail: string) => void;
+
+export async function probeOllama(c: OllamaClient, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
+  try {
+    return { up: true, detail: await c.version(timeoutMs) };
+  } catch (err) {
+    return { up: false, detail: describeFetchError(err) };
+  }
+}
+
+export async function probeComfy(c: ComfyClient, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
+  try {
+    const { status, text } = await callJson(c.base, "/system_stats", { timeoutMs });
+    if (status !== 200) return { up: false, detail: `GET /system_stats answered ${status}` };
+    const body = parseJson(text);
+    const sys = isRecord(body) && isRecord(body.system) ? body.system : {};
+    return { up: true, detail: String(sys.comfyui_version ?? "unknown") };
+  } catch (err) {
+    return { up: false, detail: describeFetchError(err) };
+  }
+}
+
+export interface HealthMonitor {
+  /** Resolves when the first round of probes has been reported. */
+  first: Promise<void>;
+  stop(): void;
+}
+
+export function startHealthMonitor(opts: {
+  ollama?: OllamaClient;
+  comfy?: ComfyClient;
+  timeoutMs: number;
+  intervalMs: number;
+  report: ProbeReport;
+}): HealthMonitor {
+  const round = async () => {
+    const tasks: Promise<void>[] = [];
+    if (opts.ollama) tasks.push(probeOllama(opts.ollama, opts.timeoutMs).then((r) => opts.report("ollama", r.up, r.detail)));
+    if (opts.comfy) tasks.push(probeComfy(opts.comfy, opts.timeoutMs).then((r) => opts.report("comfy", r.up, r.detail)));
+    await Promise.all(tasks);
+  };
+  let running: Promise<void> = round();
+  const first = running;
+  const timer = setInterval(() => {
+    running = running.then(round);
+  }, opts.intervalMs);
+  timer.unref();
+  return { first, stop: () => clearInterval(timer) };
+}

@@ -1,0 +1,17 @@
+/** Simple stand-ins for src/config/sample.ts, so these tests do not depend on its exact text. */
+import type { ConfigOps, SampleOptions } from "../../src/service/install-config.ts";
+
+export function sampleText(o: SampleOptions): string {
+  return `CFG_VER=${o.version}\nAPP_VER=stable\n# OLLAMA_URL=\n# COMFY_URL=\n${o.logFile ? `LOG_FILE=${o.logFile}\n` : "# LOG_FILE=\n"}`;
+}
+
+export const standInConfig: ConfigOps = {
+  renderSample: sampleText,
+  migrateConfig(text, o) {
+    const m = /^CFG_VER=(\S+)/m.exec(text);
+    if (!m) return { action: "replaced", text: sampleText(o), backup: text };
+    if (m[1] === o.version) return { action: "unchanged", text };
+    const upgraded = text.replace(/^CFG_VER=\S+/m, `CFG_VER=${o.version}`);
+    return { action: "appended", text: `${upgraded}# NEW_SETTING=\n` };
+  },
+};

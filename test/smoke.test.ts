@@ -1,0 +1,1 @@
+import { test, expect } from "bun:test"; test("x", () => expect(1).toBe(1));
