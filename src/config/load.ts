@@ -289,10 +289,8 @@ export function describeConfig(config: Config): string[] {
 
 function displayValue(def: SettingDef, value: Config[keyof Config]): string {
   if (def.kind === "duration" && typeof value === "number") return formatDuration(value);
-  if (def.kind === "url" && typeof value === "string" && value !== "") {
-    const u = new URL(value);
-    if (u.password === "") return value;
-    return value.replace(`:${u.password}@`, ":***@");
+  if (def.kind === "url" && typeof value === "string") {
+    return value.replace(/^(https?:\/\/[^/?#@:]*):[^/?#@]*@/i, "$1:***@");
   }
   return String(value);
 }

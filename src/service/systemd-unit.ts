@@ -129,7 +129,8 @@ export function unitValue(entries: readonly UnitEntry[], section: string, key: s
 /**
  * What differs between an installed unit and the wanted one, one human line per setting
  * ("[Service] ExecStart: /old → /new", "[Service] WatchdogSec: missing, want 30"). Empty = no
- * drift. Settings are compared by their ordered list of values, so repeated keys count.
+ * drift. Settings are compared by their ordered list of values (repeated keys count), with runs
+ * of whitespace treated as one.
  */
 export function diffUnits(installed: readonly UnitEntry[], wanted: readonly UnitEntry[]): string[] {
   const group = (entries: readonly UnitEntry[]) => {
@@ -147,10 +148,15 @@ export function diffUnits(installed: readonly UnitEntry[], wanted: readonly Unit
   for (const [id, values] of want) {
     const old = have.get(id);
     if (!old) out.push(`${id}: missing, want ${show(values)}`);
-    else if (old.join("\n") !== values.join("\n")) out.push(`${id}: ${show(old)} → ${show(values)}`);
+    else if (old.map(squash).join("\n") !== values.map(squash).join("\n")) out.push(`${id}: ${show(old)} → ${show(values)}`);
   }
   for (const [id, values] of have) if (!want.has(id)) out.push(`${id}: ${show(values)} is not wanted`);
   return out;
+}
+
+/** Runs of whitespace are one separator in list settings; a joined continuation leaves two. */
+function squash(value: string): string {
+  return value.replace(/\s+/g, " ");
 }
 
 /** Parses the first word of ExecStart= back into a path (undoing execArg's quoting). */

@@ -50,6 +50,8 @@ export function startHealthMonitor(opts: {
   };
   let running: Promise<void> = round();
   const first = running;
+  // HEALTH_INTERVAL=0: probe once at start only.
+  if (opts.intervalMs <= 0) return { first, stop: () => {} };
   const timer = setInterval(() => {
     running = running.then(round);
   }, opts.intervalMs);

@@ -381,6 +381,14 @@ describe("describeConfig", () => {
     ]);
   });
 
+  test("a password is masked however it is spelled", () => {
+    const { config } = load({ env: { OLLAMA_URL: "https://me:p%40ss:w0rd@gpu.lan:8443/ollama", COMFY_URL: "http://gpu.lan:8189" } });
+    const lines = describeConfig(config);
+    expect(lines).toContain("OLLAMA_URL=https://me:***@gpu.lan:8443/ollama");
+    expect(lines).toContain("COMFY_URL=http://gpu.lan:8189");
+    expect(lines.join("\n")).not.toContain("w0rd");
+  });
+
   test("its lines load back to the same config", () => {
     const { config } = load({ env: { COMFY_URL: "http://127.0.0.1:8189", JOB_TIMEOUT: "1h2m3.5s", LLM_BUSY_MODE: "reject" } });
     const again = load({ files: { [BESIDE]: `${describeConfig(config).join("\n")}\n` } });

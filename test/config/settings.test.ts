@@ -52,7 +52,7 @@ describe("SETTINGS", () => {
   test("covers every field of Config exactly once", () => {
     const fields = SETTINGS.map((d) => d.field);
     expect(new Set(fields).size).toBe(fields.length);
-    expect([...fields].sort()).toEqual(Object.keys(FIELD_TYPES).sort());
+    expect([...fields].sort() as string[]).toEqual(Object.keys(FIELD_TYPES).sort());
   });
 
   test("keys and aliases are unique and look like env names", () => {

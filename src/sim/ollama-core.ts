@@ -1,0 +1,129 @@
+/**
+ * State shared by the native (/api) and OpenAI-compatible (/v1) routes of the simulated Ollama:
+ * the model catalog, the scheduler, the in-flight count and the token clock.
+ */
+import { formatGoTime } from "./clock.ts";
+import type { SimGpu } from "./gpu.ts";
+import { countTokens, findModel, type Model, tokenAt } from "./ollama-models.ts";
+import { type Lease, Scheduler } from "./ollama-scheduler.ts";
+import type { Timers } from "./timers.ts";
+
+export interface OllamaTiming {
+  loadMs: number;
+  unloadMs: number;
+  tokenDelayMs: number;
+  tokens: number;
+  defaultKeepAliveMs: number;
+}
+
+/** The counters of a finished answer, in Ollama's units (nanoseconds). */
+export interface AnswerStats {
+  text: string;
+  doneReason: "stop" | "length";
+  promptEvalCount: number;
+  evalCount: number;
+  totalDurationNs: number;
+  loadDurationNs: number;
+  promptEvalDurationNs: number;
+  evalDurationNs: number;
+}
+
+export class OllamaCore {
+  readonly sched: Scheduler;
+  private inflightCount = 0;
+
+  constructor(
+    readonly gpu: SimGpu,
+    readonly timers: Timers,
+    readonly timing: OllamaTiming,
+    readonly models: Model[],
+    readonly version: string,
+  ) {
+    this.sched = new Scheduler(gpu, timers, timing);
+  }
+
+  find(name: string): Model | undefined {
+    return findModel(this.models, name);
+  }
+
+  inflight(): number {
+    return this.inflightCount;
+  }
+
+  /** Takes the model for one request (loading it if needed); counted in `inflight()` until released. */
+  async lease(model: Model, keepAliveMs: number | undefined, signal: AbortSignal): Promise<Lease> {
+    this.inflightCount++;
+    try {
+      const lease = await this.sched.acquire(model, keepAliveMs, signal);
+      let done = false;
+      return {
+        runner: lease.runner,
+        waitedMs: lease.waitedMs,
+        release: () => {
+          if (done) return;
+          done = true;
+          this.inflightCount--;
+          lease.release();
+        },
+      };
+    } catch (e) {
+      this.inflightCount--;
+      throw e;
+    }
+  }
+
+  createdAt(): string {
+    return formatGoTime(this.gpu.now(), true);
+  }
+
+  /**
+   * Generates an answer token by token at the configured rate; `onToken` runs for each. Throws
+   * AbortedError when `signal` aborts (client gone), so the caller's finally releases the model.
+   */
+  async answer(
+    prompt: string,
+    maxTokens: number | undefined,
+    lease: Lease,
+    startedAt: number,
+    signal: AbortSignal,
+    onToken: (token: string) => void,
+  ): Promise<AnswerStats> {
+    const limit = maxTokens !== undefined && maxTokens >= 0 ? maxTokens : Infinity;
+    const n = Math.min(this.timing.tokens, limit);
+    const promptEvalCount = countTokens(prompt) + 20; // + chat template tokens
+    const evalStart = this.gpu.now();
+    let text = "";
+    for (let i = 0; i < n; i++) {
+      await this.timers.sleep(this.timing.tokenDelayMs, signal);
+      const tok = tokenAt(i);
+      text += tok;
+      onToken(tok);
+    }
+    // The end-of-sequence token takes one more step before the final chunk.
+    await this.timers.sleep(this.timing.tokenDelayMs, signal);
+    const end = this.gpu.now();
+    const ns = (ms: number): number => Math.max(1, Math.round(ms * 1e6));
+    return {
+      text,
+      doneReason: n < this.timing.tokens ? "length" : "stop",
+      promptEvalCount,
+      evalCount: n + 1,
+      totalDurationNs: ns(end - startedAt),
+      loadDurationNs: ns(lease.waitedMs),
+      promptEvalDurationNs: ns(promptEvalCount * 0.05),
+      evalDurationNs: ns(end - evalStart),
+    };
+  }
+}
+
+/** The metrics fields of a final chunk, in Go's struct order. */
+export function metrics(s: AnswerStats): Record<string, number> {
+  return {
+    total_duration: s.totalDurationNs,
+    load_duration: s.loadDurationNs,
+    prompt_eval_count: s.promptEvalCount,
+    prompt_eval_duration: s.promptEvalDurationNs,
+    eval_count: s.evalCount,
+    eval_duration: s.evalDurationNs,
+  };
+}
