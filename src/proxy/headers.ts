@@ -17,13 +17,16 @@ const HOP_BY_HOP = [
   "upgrade",
 ] as const;
 
+/** RFC 9110 §5.6.2 token. Headers#delete throws on anything else, and a peer's junk must not fail the request. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 /** Remove hop-by-hop fields, including every field named in `Connection`, in place. */
 export function stripHopByHop(h: Headers): Headers {
   const named = h.get("connection");
   if (named) {
     for (const name of named.split(",")) {
       const n = name.trim();
-      if (n) h.delete(n);
+      if (TOKEN.test(n)) h.delete(n);
     }
   }
   for (const name of HOP_BY_HOP) h.delete(name);
@@ -53,6 +56,13 @@ export function upstreamRequestHeaders(incoming: Headers, upstream: URL, info: F
   const h = stripHopByHop(new Headers(incoming));
   const clientHost = incoming.get("host");
   h.set("host", upstream.host);
+  // Credentials written into OLLAMA_URL/COMFY_URL (a basic-auth front of the upstream) are sent
+  // unless the client brought its own.
+  if (upstream.username && !h.has("authorization")) {
+    const user = decodeURIComponent(upstream.username);
+    const pass = decodeURIComponent(upstream.password);
+    h.set("authorization", `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`);
+  }
 
   const origin = incoming.get("origin");
   if (origin && clientHost && originHost(origin) === clientHost.toLowerCase()) {

@@ -34,7 +34,7 @@ export class CallLog {
   readonly calls: RecordedCall[] = [];
   private overrides: Override[] = [];
 
-  record(req: Request, url: URL, body: Uint8Array): RecordedCall {
+  record(req: Request, url: URL, body: Uint8Array<ArrayBuffer>): RecordedCall {
     const headers: Record<string, string> = {};
     req.headers.forEach((v, k) => {
       headers[k] = v;
@@ -64,7 +64,7 @@ export class CallLog {
     };
   }
 
-  async runOverrides(req: Request, url: URL, body: Uint8Array): Promise<Response | undefined> {
+  async runOverrides(req: Request, url: URL, body: Uint8Array<ArrayBuffer>): Promise<Response | undefined> {
     for (const o of this.overrides) {
       if (o.path !== url.pathname || (o.method !== "*" && o.method !== req.method)) continue;
       // The simulator already consumed the body to record it; hand the override a fresh request.
@@ -80,7 +80,7 @@ export class CallLog {
   }
 }
 
-export async function readBody(req: Request): Promise<Uint8Array> {
+export async function readBody(req: Request): Promise<Uint8Array<ArrayBuffer>> {
   if (req.method === "GET" || req.method === "HEAD" || req.body === null) return new Uint8Array(0);
   return new Uint8Array(await req.arrayBuffer());
 }

@@ -12,7 +12,7 @@ import { goJson } from "./gojson.ts";
 export interface Ctx {
   req: Request;
   url: URL;
-  body: Uint8Array;
+  body: Uint8Array<ArrayBuffer>;
   core: OllamaCore;
 }
 

@@ -24,7 +24,7 @@ export function parseRepoUrl(text: string): RepoRef {
   } catch {
     throw new UpdateRefused(`UPDATE_REPO is not a URL: ${JSON.stringify(text)}`);
   }
-  const parts = url.pathname.replace(/\.git$/, "").split("/").filter((p) => p !== "");
+  const parts = url.pathname.replace(/\/+$/, "").replace(/\.git$/, "").split("/").filter((p) => p !== "");
   const repo = parts.pop();
   const owner = parts.pop();
   if (!owner || !repo || url.search || url.hash) {

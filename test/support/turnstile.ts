@@ -30,7 +30,7 @@ export const FAST: Record<string, string> = {
 };
 
 export function testConfig(env: Record<string, string>): Config {
-  return buildConfig({ entries: [], file: null, env: { ...FAST, ...env }, platform: "linux" }).config;
+  return buildConfig({ entries: [], file: null, env: { ...FAST, ...env }, platform: { os: "linux", arch: "x64" } }).config;
 }
 
 export interface TestTurnstile extends Turnstile {

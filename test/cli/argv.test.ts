@@ -1,0 +1,91 @@
+import { describe, expect, test } from "bun:test";
+import { UsageError, normalizeArgv } from "../../src/cli/argv.ts";
+import type { Normalized } from "../../src/cli/argv.ts";
+
+const ok = (command: Normalized["command"], args: string[] = [], help = false): Normalized => ({ command, args, help });
+
+describe("every documented spelling", () => {
+  test.each([
+    ["no arguments runs the turnstile", [], ok("run")],
+    ["Go-style -config", ["-config", "/etc/gt.env"], ok("run", ["--config", "/etc/gt.env"])],
+    ["--config", ["--config", "x.env"], ok("run", ["--config", "x.env"])],
+    ["--config=", ["--config=x.env"], ok("run", ["--config=x.env"])],
+    ["-config=", ["-config=x.env"], ok("run", ["--config=x.env"])],
+    ["explicit run", ["run", "--config", "x"], ok("run", ["--config", "x"])],
+    [
+      "--install-service -config x --no-copy",
+      ["--install-service", "-config", "x", "--no-copy"],
+      ok("install-service", ["--config", "x", "--no-copy"]),
+    ],
+    ["-config before --install-service", ["-config", "x", "--install-service"], ok("install-service", ["--config", "x"])],
+    ["Go-style -no-copy", ["--install-service", "-no-copy"], ok("install-service", ["--no-copy"])],
+    ["install-service subcommand", ["install-service", "--config", "x"], ok("install-service", ["--config", "x"])],
+    ["service install", ["service", "install"], ok("install-service")],
+    ["service install -config x", ["service", "install", "-config", "x"], ok("install-service", ["--config", "x"])],
+    ["service remove", ["service", "remove"], ok("remove-service")],
+    ["service uninstall", ["service", "uninstall"], ok("remove-service")],
+    ["--remove-service", ["--remove-service"], ok("remove-service")],
+    ["remove-service subcommand", ["remove-service"], ok("remove-service")],
+    ["--force-update", ["--force-update"], ok("force-update")],
+    ["--force-update -config x", ["--force-update", "-config", "x"], ok("force-update", ["--config", "x"])],
+    ["--version", ["--version"], ok("version")],
+    ["-version", ["-version"], ok("version")],
+    ["version", ["version"], ok("version")],
+    ["demo --once", ["demo", "--once"], ok("demo", ["--once"])],
+    ["demo --without-turnstile", ["demo", "--without-turnstile"], ok("demo", ["--without-turnstile"])],
+  ] as const)("%s", (_name, argv, want) => {
+    expect(normalizeArgv(argv)).toEqual(want);
+  });
+});
+
+describe("--help anywhere", () => {
+  test.each([
+    [["--help"], "run"],
+    [["-h"], "run"],
+    [["-help"], "run"],
+    [["--install-service", "--help"], "install-service"],
+    [["--help", "--install-service"], "install-service"],
+    [["service", "install", "--help"], "install-service"],
+    [["demo", "--help"], "demo"],
+    [["--help", "--bogus"], "run"],
+    [["--config", "--help"], "run"],
+  ] as const)("%j → help for %s, never a usage error", (argv, command) => {
+    const n = normalizeArgv(argv);
+    expect(n.help).toBe(true);
+    expect(n.command).toBe(command);
+  });
+});
+
+describe("usage errors", () => {
+  test.each([
+    ["unknown flag", ["--bogus"], /unknown flag "--bogus"/],
+    ["unknown single-dash flag", ["-x"], /unknown flag "-x"/],
+    ["stray word", ["serve"], /unexpected argument "serve"/],
+    ["--no-copy on run", ["--no-copy"], /unknown flag "--no-copy" for "run"/],
+    ["--once on run", ["--once"], /unknown flag "--once" for "run"/],
+    ["--config on version", ["--version", "--config", "x"], /unknown flag "--config" for "version"/],
+    ["--no-copy on remove", ["--remove-service", "--no-copy"], /unknown flag "--no-copy" for "remove-service"/],
+    ["--config on demo", ["demo", "--config", "x"], /unknown flag "--config" for "demo"/],
+    ["--config without value", ["--config"], /"--config" needs a value/],
+    ["-config without value", ["-config"], /"--config" needs a value/],
+    ["--config followed by a flag", ["--install-service", "--config", "--no-copy"], /"--config" needs a value/],
+    ["two commands", ["--install-service", "--remove-service"], /cannot be combined/],
+    ["flag command and subcommand", ["version", "--force-update"], /cannot be combined/],
+    ["service without sub", ["service"], /"service" needs "install" or "remove"/],
+    ["service with a wrong sub", ["service", "start"], /got "start"/],
+    ["a second positional", ["version", "extra"], /unexpected argument "extra"/],
+  ] as const)("%s", (_name, argv, message) => {
+    let caught: unknown;
+    try {
+      normalizeArgv(argv);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(UsageError);
+    expect((caught as Error).message).toMatch(message);
+  });
+
+  test("an unknown flag lists the flags the command does accept", () => {
+    expect(() => normalizeArgv(["--install-service", "--force"])).toThrow(/accepted: --config, --no-copy/);
+  });
+});
