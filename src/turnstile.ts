@@ -40,6 +40,8 @@ export interface Turnstile {
   health(): HealthBody;
   /** The first round of upstream probes has been reported. */
   readonly probed: Promise<void>;
+  /** Resolves the next time the GPU is idle with no image job tracked (now, if it is). */
+  whenIdle(): Promise<void>;
   /** Graceful stop: stop accepting, let in-flight requests finish within `timeoutMs`, then cut. */
   stop(timeoutMs?: number): Promise<void>;
 }
@@ -156,6 +158,18 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     listener: (name) => bound.find((b) => b.name === name),
     health,
     probed: monitor.first,
+    whenIdle: () =>
+      new Promise<void>((resolve) => {
+        const check = () => lock.state === "idle" && tracker.active().length === 0;
+        if (check()) return resolve();
+        const off = lock.onEvent((e) => {
+          if (e.type === "transition" && check()) {
+            off();
+            resolve();
+          }
+        });
+        // A tracked job ends with its release, which is a transition; warm-ups too. Nothing else to watch.
+      }),
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
       for (const job of tracker.active()) {

@@ -64,7 +64,7 @@ const commands: Record<CommandName, CommandDef<any>> = {
 };
 
 const main = defineCommand({
-  meta: { name: "gpu-turnstile", version: VERSION, description: "One GPU, two tenants: Ollama and ComfyUI take turns" },
+  meta: { name: "gpu-turnstile", version: VERSION.replace(/^v/, ""), description: "One GPU, two tenants: Ollama and ComfyUI take turns" },
   subCommands: commands,
 });
 

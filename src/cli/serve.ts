@@ -7,11 +7,19 @@ import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import { startTurnstile, type Turnstile } from "../turnstile.ts";
+import { cleanupAfterStart, startUpdater } from "../update/index.ts";
 import { VERSION } from "../version.ts";
 
 export interface ServeOptions {
   configPath?: string;
   env?: Record<string, string | undefined>;
+  /** Started by systemd or the Windows service manager (restarts us after exit 3). */
+  isService?: boolean;
+}
+
+/** systemd sets INVOCATION_ID for every unit it starts; our Windows service wrapper sets GPU_TURNSTILE_SERVICE. */
+export function runningAsService(env: Record<string, string | undefined>): boolean {
+  return !!env.INVOCATION_ID || !!env.NOTIFY_SOCKET || env.GPU_TURNSTILE_SERVICE === "1";
 }
 
 /** Where "the config next to the executable" is: beside the binary, or the working directory when run from source. */
@@ -88,13 +96,26 @@ export function serve(opts: ServeOptions): Running {
   }
   for (const b of turnstile.listeners) log.warn(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
 
+  // The new version is up: the previous binary kept for rollback is no longer needed.
+  if (isCompiled()) for (const f of cleanupAfterStart(process.execPath)) log.info("removed the previous binary", { file: f });
+
   let resolveDone!: (code: number) => void;
   const done = new Promise<number>((r) => (resolveDone = r));
   let stopping = false;
+  const updater = startUpdater({
+    config,
+    version: VERSION,
+    execPath: process.execPath,
+    isService: opts.isService ?? runningAsService(env),
+    waitIdle: () => turnstile.whenIdle(),
+    beginShutdown: (code) => shutdown(code),
+    log,
+  });
   const shutdown = (code: number) => {
     if (stopping) return;
     stopping = true;
-    log.warn("shutting down", { timeout: `${config.shutdownTimeoutMs}ms` });
+    updater.stop();
+    log.warn(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout: `${config.shutdownTimeoutMs}ms` });
     void turnstile.stop().then(() => {
       log.warn("stopped");
       resolveDone(code);

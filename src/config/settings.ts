@@ -201,7 +201,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "freeTimeoutMs",
     default: "30s",
     kind: "duration",
-    doc: "Timeout of ComfyUI's POST /free after an image job.",
+    doc: "Longest wait for ComfyUI's POST /free and for its VRAM to show as released after an image job.",
   },
   {
     key: "WARM_TIMEOUT",

@@ -74,7 +74,7 @@ export async function connectToScm(opts: ScmOptions): Promise<ServiceHost> {
   const name = wide(opts.serviceName);
   const status = new Uint32Array(7);
   let state: ScmState = initialScmState;
-  let handle: Pointer | null = null;
+  let handle: Pointer | bigint | null = null;
   let stopHandler: (() => void) | undefined;
   let stopRequested = false;
   let ticker: ReturnType<typeof setInterval> | undefined;

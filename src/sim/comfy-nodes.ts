@@ -3,7 +3,7 @@
  * miniature): unknown class → invalid_prompt, no output node → prompt_no_outputs, plus the
  * in-place input conversion real ComfyUI does (a `cfg` of 8 is stored as 8.0). Pure functions.
  */
-import { type PyDict, PyFloat, type PyValue, isDict, pyNumber, pyStr } from "./pyjson.ts";
+import { type PyDict, PyFloat, type PyLike, type PyValue, isDict, pyNumber, pyStr } from "./pyjson.ts";
 
 type InputSpec = "INT" | "FLOAT" | "STRING" | "BOOLEAN" | readonly string[] | `link:${string}`;
 
@@ -91,12 +91,12 @@ export const NODES: Record<string, NodeDef> = {
   PreviewImage: { display: "Preview Image", category: "image", inputs: { images: "link:IMAGE" }, outputs: [], outputNode: true },
 };
 
-export interface PromptError {
+export type PromptError = {
   type: string;
   message: string;
   details: string;
   extra_info: Record<string, never>;
-}
+};
 
 export type Validation = { ok: true; outputs: string[] } | { ok: false; error: PromptError };
 
@@ -205,11 +205,11 @@ export function executionOrder(prompt: PyDict, outputs: string[]): string[] {
 }
 
 /** GET /object_info entries, in ComfyUI's node_info() key order. */
-export function objectInfo(only?: string): Map<string, unknown> {
-  const out = new Map<string, unknown>();
+export function objectInfo(only?: string): Map<string, PyLike> {
+  const out = new Map<string, PyLike>();
   for (const [name, def] of Object.entries(NODES)) {
     if (only !== undefined && name !== only) continue;
-    const required: Record<string, unknown> = {};
+    const required: Record<string, PyLike> = {};
     for (const [input, spec] of Object.entries(def.inputs)) required[input] = inputSpec(spec);
     out.set(name, {
       input: { required },
@@ -228,8 +228,8 @@ export function objectInfo(only?: string): Map<string, unknown> {
   return out;
 }
 
-function inputSpec(spec: InputSpec): unknown {
-  if (Array.isArray(spec)) return [spec];
+function inputSpec(spec: InputSpec): PyLike {
+  if (Array.isArray(spec)) return [[...spec]];
   if (typeof spec === "string" && spec.startsWith("link:")) return [spec.slice(5)];
   switch (spec) {
     case "INT":

@@ -326,14 +326,14 @@ export class ComfyWorker {
         });
         break;
       }
-      progressState(node, finalValue, finalMax, "finished");
-      executed.push(node);
       if (isOutputNode(classType)) {
         const output = { images: [this.newImage(job, node, classType)] };
         outputs.set(node, output);
         meta.set(node, { node_id: node, display_node: node, parent_node: null, real_node_id: node });
         toClient("executed", { node, display_node: node, output, prompt_id: id });
       }
+      progressState(node, finalValue, finalMax, "finished");
+      executed.push(node);
     }
     this.currentNode = undefined;
     if (outcome === "success") addMessage("execution_success", { prompt_id: id });

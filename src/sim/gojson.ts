@@ -27,6 +27,8 @@ export function goJsonSyntaxError(text: string): string | undefined {
     const c = trimmed[0];
     if (c === undefined) return "unexpected EOF";
     if (!"{[\"-0123456789tfn".includes(c)) return `invalid character '${c}' looking for beginning of value`;
+    const key = /^\{\s*([^\s"}])/.exec(trimmed);
+    if (key) return `invalid character '${key[1]}' looking for beginning of object key string`;
     return "unexpected EOF";
   }
 }

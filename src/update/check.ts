@@ -6,6 +6,7 @@
 import type { Config } from "../config/types.ts";
 import { UNSTAMPED_VERSION } from "../version.ts";
 import { channelFor, decide } from "./decide.ts";
+import type { Channel } from "./decide.ts";
 import { fetchLimited } from "./download.ts";
 import { fetchRelease, parseRepoUrl } from "./gitea.ts";
 import type { Release, ReleaseAsset } from "./gitea.ts";
@@ -52,32 +53,40 @@ export interface Blocker {
   defect: boolean;
 }
 
-/** Why this process may never update, or null. Checked before any network traffic. */
-export function updateBlocker(ctx: Pick<CheckContext, "config" | "version" | "publicKeyBase64">): Blocker | null {
+type Ready = { key: Uint8Array; channel: Exclude<Channel, { kind: "off" }> };
+
+/** Everything decided before any network traffic: a reason never to update, or what to check with. */
+function readiness(ctx: Pick<CheckContext, "config" | "version" | "publicKeyBase64">): { blocker: Blocker } | Ready {
   const key = decodePublicKey(ctx.publicKeyBase64 ?? PUBLIC_KEY_BASE64);
-  if ("refusal" in key) return { reason: `updates disabled: ${key.refusal}`, defect: true };
+  if ("refusal" in key) return { blocker: { reason: `updates disabled: ${key.refusal}`, defect: true } };
   const channel = channelFor(ctx.config.appVer);
-  if (channel.kind === "off") return { reason: channel.reason, defect: false };
+  if (channel.kind === "off") return { blocker: { reason: channel.reason, defect: false } };
   // From source, process.execPath is the bun runtime itself: never "update" that.
   if (ctx.version === UNSTAMPED_VERSION) {
-    return { reason: "updates disabled: running from source (no version stamp)", defect: false };
+    return { blocker: { reason: "updates disabled: running from source (no version stamp)", defect: false } };
   }
-  return null;
+  return { key: key.key, channel };
+}
+
+/** Why this process may never update, or null. */
+export function updateBlocker(ctx: Pick<CheckContext, "config" | "version" | "publicKeyBase64">): Blocker | null {
+  const r = readiness(ctx);
+  return "blocker" in r ? r.blocker : null;
 }
 
 export async function checkOnce(ctx: CheckContext): Promise<CheckOutcome> {
-  const blocker = updateBlocker(ctx);
-  if (blocker) return { status: "disabled", reason: blocker.reason };
+  const ready = readiness(ctx);
+  if ("blocker" in ready) return { status: "disabled", reason: ready.blocker.reason };
   try {
-    return await attempt(ctx);
+    return await attempt(ctx, ready);
   } catch (err) {
     if (err instanceof UpdateRefused) return { status: "failed", reason: err.message, needsElevation: err.needsElevation };
     return { status: "failed", reason: `unexpected error: ${err instanceof Error ? err.message : String(err)}`, needsElevation: false };
   }
 }
 
-async function attempt(ctx: CheckContext): Promise<CheckOutcome> {
-  const channel = channelFor(ctx.config.appVer);
+async function attempt(ctx: CheckContext, { key, channel }: Ready): Promise<CheckOutcome> {
+  // decide() would say the same after a request; a pinned install need not ask every interval.
   if (channel.kind === "pin" && channel.tag === ctx.version) {
     return { status: "current", reason: `up to date: running the pinned ${ctx.version}` };
   }
@@ -108,9 +117,7 @@ async function attempt(ctx: CheckContext): Promise<CheckOutcome> {
   const sha256File = shaAsset ? new TextDecoder().decode(await get(shaAsset, limits.sha256Bytes)) : undefined;
   const bytes = await get(asset, limits.assetBytes, asset.size);
 
-  const key = decodePublicKey(ctx.publicKeyBase64 ?? PUBLIC_KEY_BASE64);
-  if ("refusal" in key) throw new UpdateRefused(key.refusal);
-  const refusal = verifyAsset({ assetName, asset: bytes, signature, sha256File, publicKey: key.key });
+  const refusal = verifyAsset({ assetName, asset: bytes, signature, sha256File, publicKey: key });
   if (refusal) throw new UpdateRefused(`${release.tag}: ${refusal}`);
   ctx.log.info("update verified", { tag: release.tag, asset: assetName, bytes: bytes.byteLength });
 

@@ -36,7 +36,7 @@ afterAll(() => {
 
 interface Probe {
   exitCode: number | null;
-  signal: string | null;
+  signal: string | number | null;
   result: { ffi?: string; fetch?: string; file?: string; rwxMappings?: number } | null;
   stderr: string;
 }

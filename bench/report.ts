@@ -1,0 +1,229 @@
+/**
+ * The benchmark's results as markdown: the targets with PASS/MISS first, then one table per
+ * scenario. Pure: everything it shows comes from the Results object (also written as JSON).
+ */
+import type { Memory } from "./lib/proc.ts";
+import type { Summary } from "./lib/stats.ts";
+import type { DownloadRow } from "./scenarios/download.ts";
+import type { HandoffResult } from "./scenarios/handoff.ts";
+import type { ManyRow } from "./scenarios/many-streams.ts";
+import type { PassRow } from "./scenarios/passthrough.ts";
+import type { StreamingRow } from "./scenarios/streaming.ts";
+
+export interface MachineInfo {
+  date: string;
+  cpu: string;
+  cores: number;
+  memGiB: number;
+  kernel: string;
+  os: string;
+  bun: string;
+  nginx: string | undefined;
+  nginxSettings?: string;
+  wrk: string | undefined;
+  upstream: string;
+  commit: string;
+}
+
+export interface StartupRow {
+  binary: string;
+  how: string;
+  ms?: Summary;
+  failures: number;
+  error?: string;
+}
+
+export interface Results {
+  command: string;
+  machine: MachineInfo;
+  settings: Record<string, unknown>;
+  skipped: string[];
+  passThrough?: PassRow[];
+  streaming?: StreamingRow[];
+  download?: DownloadRow[];
+  manyStreams?: ManyRow[];
+  handoff?: HandoffResult;
+  startup?: StartupRow[];
+  durationS?: number;
+}
+
+export interface TargetCheck {
+  what: string;
+  measured: string;
+  goal: string;
+  pass: boolean | undefined;
+}
+
+const f = (x: number | undefined, d = 2): string => (x === undefined || !Number.isFinite(x) ? "n/a" : x.toFixed(d));
+const k = (x: number): string => (Number.isFinite(x) ? Math.round(x).toLocaleString("en-US") : "n/a");
+const mib = (m: Memory | undefined): string => (m && Number.isFinite(m.rssKiB) ? `${(m.rssKiB / 1024).toFixed(1)} MiB` : "n/a");
+const verdict = (p: boolean | undefined): string => (p === undefined ? "n/a" : p ? "**PASS**" : "**MISS**");
+
+function pass(rows: PassRow[] | undefined, subject: string, c: number): PassRow | undefined {
+  return rows?.find((r) => r.subject === subject && r.connections === c);
+}
+
+export function targets(r: Results): TargetCheck[] {
+  const out: TargetCheck[] = [];
+  const d1 = pass(r.passThrough, "direct", 1);
+  const t1 = pass(r.passThrough, "turnstile", 1);
+  if (d1 && t1) {
+    const added = t1.p50Ms - d1.p50Ms;
+    out.push({ what: "Small JSON, added p50 latency at c=1", measured: `${f(added, 3)} ms (${f(t1.p50Ms, 3)} vs direct ${f(d1.p50Ms, 3)})`, goal: "< 0.2 ms", pass: added < 0.2 });
+  }
+  const t16 = pass(r.passThrough, "turnstile", 16);
+  const n16 = pass(r.passThrough, "nginx", 16);
+  if (t16 && n16) {
+    const ratio = t16.rps / n16.rps;
+    out.push({ what: "Small JSON, throughput at c=16 vs nginx", measured: `${f(ratio * 100, 0)} % (${k(t16.rps)} vs ${k(n16.rps)} req/s)`, goal: "≥ 60 %", pass: ratio >= 0.6 });
+  } else if (t16) {
+    out.push({ what: "Small JSON, throughput at c=16 vs nginx", measured: `${k(t16.rps)} req/s; nginx not measured`, goal: "≥ 60 %", pass: undefined });
+  }
+  const sd = r.streaming?.find((s) => s.subject === "direct" && s.concurrency === 1);
+  const st = r.streaming?.find((s) => s.subject === "turnstile" && s.concurrency === 1);
+  if (sd && st) {
+    const added = st.chunkMs.p50 - sd.chunkMs.p50;
+    out.push({ what: "Streaming, added latency per chunk (p50, c=1)", measured: `${f(added, 3)} ms`, goal: "< 1 ms", pass: added < 1 });
+  }
+  if (r.handoff && r.handoff.llmToImageMs.n > 0) {
+    const h = r.handoff;
+    const worst = Math.max(h.llmToImageMs.p50, h.imageToLlmMs.p50);
+    out.push({
+      what: "Lock hand-off beyond the unload/free waits (p50)",
+      measured: `LLM→image ${f(h.llmToImageMs.p50, 3)} ms, image→LLM ${f(h.imageToLlmMs.p50, 3)} ms`,
+      goal: "< 2 ms",
+      pass: worst < 2,
+    });
+  }
+  const mt = r.manyStreams?.find((m) => m.subject === "turnstile");
+  if (mt) {
+    const all = mt.gotFirstChunk === mt.streams;
+    out.push({ what: "1,000 open streams: all get their first chunk", measured: `${mt.gotFirstChunk}/${mt.streams}, slowest ${k(mt.ttfcMs.max)} ms`, goal: "all", pass: all });
+    const rss = mt.memOpen ? mt.memOpen.rssKiB / 1024 : NaN;
+    out.push({ what: "1,000 open streams: RSS of the serving process", measured: mib(mt.memOpen), goal: "< 60 MiB", pass: Number.isFinite(rss) ? rss < 60 : undefined });
+  }
+  const su = r.startup?.find((s) => s.binary === "gpu-turnstile" && s.how.startsWith("as a user starts it"));
+  if (su) {
+    out.push({ what: "Compiled binary, start to first /healthz answer (median)", measured: su.ms ? `${f(su.ms.p50, 1)} ms` : (su.error ?? "failed"), goal: "< 50 ms", pass: su.ms ? su.ms.p50 < 50 : false });
+  }
+  return out;
+}
+
+export function renderMarkdown(r: Results): string {
+  const L: string[] = [];
+  const m = r.machine;
+  L.push(`Command: \`${r.command}\` (from the repository root; \`bun run bench\` is the same).`, "");
+  L.push(
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB RAM, ${m.os} ${m.kernel}; Bun ${m.bun}; nginx ${m.nginx ?? "not installed"}${m.nginxSettings ? ` (${m.nginxSettings})` : ""}; load generator ${m.wrk ?? "Bun raw-socket generator (wrk not installed)"}; upstream ${m.upstream}; commit ${m.commit}; ${m.date}${r.durationS ? `; whole run ${f(r.durationS, 0)} s` : ""}.`,
+    "",
+  );
+  L.push("Load generator, upstreams, turnstile, nginx and the bare Bun proxy are separate processes on the same 2 shared cores, talking over loopback; figures move by 10–20 % between runs.", "");
+  for (const s of r.skipped) L.push(`> Skipped: ${s}`, "");
+
+  L.push("### Targets", "", "| Target | Measured | Goal | Result |", "|---|---|---|---|");
+  for (const t of targets(r)) L.push(`| ${t.what} | ${t.measured} | ${t.goal} | ${verdict(t.pass)} |`);
+  L.push("");
+
+  if (r.passThrough?.length) {
+    const s = r.settings as { passSeconds?: number };
+    L.push(`### 1. Small JSON pass-through — \`GET /api/tags\` (${k(r.passThrough[0]!.bytesPerSec / Math.max(1, r.passThrough[0]!.rps))} B per answer), ${s.passSeconds ?? "?"} s per cell after a 1 s warm-up`, "");
+    L.push("| c | subject | req/s | p50 ms | p99 ms | vs direct | vs nginx | errors |", "|---:|---|---:|---:|---:|---:|---:|---:|");
+    for (const row of r.passThrough) {
+      const d = pass(r.passThrough, "direct", row.connections);
+      const n = pass(r.passThrough, "nginx", row.connections);
+      L.push(
+        `| ${row.connections} | ${row.subject} | ${k(row.rps)} | ${f(row.p50Ms, 3)} | ${f(row.p99Ms, 3)} | ${d ? `${f((row.rps / d.rps) * 100, 0)} %` : "n/a"} | ${n ? `${f((row.rps / n.rps) * 100, 0)} %` : "n/a"} | ${row.errors} |`,
+      );
+    }
+    L.push("");
+  }
+
+  if (r.streaming?.length) {
+    const s = r.settings as { streamTokens?: number; streamTokenDelayMs?: number };
+    L.push(
+      `### 2. Streaming — \`POST /api/chat\` NDJSON, ${s.streamTokens ?? "?"} tokens ${s.streamTokenDelayMs ?? "?"} ms apart`,
+      "",
+      "Time to first chunk: request written → first NDJSON line read. Chunk delivery: arrival at the client − the upstream's `created_at` on that chunk (different processes' clocks: compare against direct, whose offset is the same).",
+      "",
+      "| c | subject | streams | TTFC p50 ms | TTFC added | delivery p50 ms | added per chunk (p50) | delivery p99 ms | failed |",
+      "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    );
+    for (const row of r.streaming) {
+      const d = r.streaming.find((x) => x.subject === "direct" && x.concurrency === row.concurrency);
+      const add = (a: number, b: number | undefined) => (b === undefined || row.subject === "direct" ? "—" : f(a - b, 3));
+      L.push(
+        `| ${row.concurrency} | ${row.subject} | ${row.streams} | ${f(row.ttfcMs.p50, 3)} | ${add(row.ttfcMs.p50, d?.ttfcMs.p50)} | ${f(row.chunkMs.p50, 3)} | ${add(row.chunkMs.p50, d?.chunkMs.p50)} | ${f(row.chunkMs.p99, 3)} | ${row.failed} |`,
+      );
+    }
+    L.push("");
+  }
+
+  if (r.download?.length) {
+    const s = r.settings as { downloadSeconds?: number };
+    L.push(`### 3. 8 MiB download — \`GET /view?filename=big.png\` on the ComfyUI listener, ${s.downloadSeconds ?? "?"} s per cell`, "");
+    L.push("| c | subject | MiB/s | downloads/s | vs direct | errors |", "|---:|---|---:|---:|---:|---:|");
+    for (const row of r.download) {
+      const d = r.download.find((x) => x.subject === "direct" && x.connections === row.connections);
+      L.push(`| ${row.connections} | ${row.subject} | ${k(row.mibPerSec)} | ${f(row.rps, 1)} | ${d ? `${f((row.mibPerSec / d.mibPerSec) * 100, 0)} %` : "n/a"} | ${row.errors} |`);
+    }
+    L.push("");
+  }
+
+  if (r.manyStreams?.length) {
+    const s = r.settings as { manyStreams?: number; slowTokenDelayMs?: number };
+    L.push(
+      `### 4. ${k(s.manyStreams ?? 1000)} concurrent open streams — \`POST /api/chat\`, one token every ${s.slowTokenDelayMs ?? "?"} ms`,
+      "",
+      "All requests written at once to a freshly started proxy. TTFB: response head; first chunk: first NDJSON line (the upstream sends it one token delay after the request). RSS of the serving process (nginx: master + workers) from /proc.",
+      "",
+      "| subject | got first chunk | slowest TTFB ms | first chunk p50 ms | slowest first chunk ms | RSS idle | RSS with all open | RSS after close |",
+      "|---|---:|---:|---:|---:|---:|---:|---:|",
+    );
+    for (const row of r.manyStreams) {
+      L.push(
+        `| ${row.subject} | ${row.gotFirstChunk}/${row.streams} | ${k(row.ttfbMs.max)} | ${k(row.ttfcMs.p50)} | ${k(row.ttfcMs.max)} | ${mib(row.memIdle)} | ${mib(row.memOpen)} | ${mib(row.memAfter)} |`,
+      );
+    }
+    L.push("");
+  }
+
+  if (r.handoff) {
+    const h = r.handoff;
+    const ok = h.cycles.filter((c) => c.ok).length;
+    L.push(
+      `### 5. Lock hand-off (turnstile only) — ${ok}/${h.cycles.length} cycles`,
+      "",
+      "Times from the simulators' own call logs (one process, one clock). LLM→image: (first `/api/ps` − the `created_at` of the chat's final chunk) + (`/prompt` arrival at ComfyUI − last `/api/ps`); excluded unload wait = first → last `/api/ps`. image→LLM: waiting chat's arrival at Ollama − last `/system_stats` poll; excluded free wait = `/free` → that poll.",
+      "",
+      "| hand-off | overhead p50 ms | overhead max ms | excluded wait p50 ms |",
+      "|---|---:|---:|---:|",
+      `| last LLM response done → \`/prompt\` forwarded | ${f(h.llmToImageMs.p50, 3)} | ${f(h.llmToImageMs.max, 3)} | ${f(h.unloadWaitMs.p50, 1)} (unload) |`,
+      `| \`/free\` done → waiting LLM request forwarded | ${f(h.imageToLlmMs.p50, 3)} | ${f(h.imageToLlmMs.max, 3)} | ${f(h.freeWaitMs.p50, 1)} (free) |`,
+      "",
+    );
+  }
+
+  if (r.startup?.length) {
+    L.push("### 6. Compiled binary: exec → first `/healthz` answer", "", "| binary | started | runs | median ms | min ms | max ms |", "|---|---|---:|---:|---:|---:|");
+    for (const s of r.startup) {
+      if (!s.ms) L.push(`| ${s.binary} | ${s.how} | 0 | ${s.error ?? "failed"} | | |`);
+      else L.push(`| ${s.binary} | ${s.how} | ${s.ms.n} | ${f(s.ms.p50, 1)} | ${f(s.ms.min, 1)} | ${f(s.ms.max, 1)} |`);
+    }
+    L.push("");
+  }
+  return L.join("\n");
+}
+
+export const BEGIN = "<!-- bench:begin (generated by bench/run.ts; everything outside these markers is kept) -->";
+export const END = "<!-- bench:end -->";
+
+/** Replace the generated part of docs/BENCHMARKS.md, keeping the hand-written text around it. */
+export function spliceDoc(existing: string | undefined, generated: string): string {
+  const block = `${BEGIN}\n${generated.trimEnd()}\n${END}`;
+  if (existing) {
+    const a = existing.indexOf(BEGIN);
+    const b = existing.indexOf(END);
+    if (a >= 0 && b > a) return `${existing.slice(0, a)}${block}${existing.slice(b + END.length)}`;
+  }
+  return `# Benchmarks\n\n${block}\n`;
+}

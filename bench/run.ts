@@ -1,0 +1,334 @@
+/**
+ * gpu-turnstile's benchmark: `npx bun bench/run.ts` (or `bun run bench`) from the repository root.
+ *
+ * Every scenario is measured side by side in one run against a direct connection to the
+ * simulated upstream, the turnstile in front of it, nginx as a plain reverse proxy and a bare
+ * Bun.serve+fetch proxy (Bun's own floor). Each runs in its own process; the load comes from
+ * wrk (or a Bun raw-socket generator when wrk is missing) and from this process. Loopback only,
+ * every loop bounded in time. Prints a markdown table, writes the raw numbers to
+ * bench/out/*.json and the table into docs/BENCHMARKS.md (between its generated-part markers).
+ *
+ *   --quick            shorter cells (a smoke run; does not touch docs/BENCHMARKS.md)
+ *   --only 1,2,...     run only these scenarios
+ *   --no-docs          leave docs/BENCHMARKS.md alone
+ *   --upstream auto|sim|standin   which simulated upstreams (default auto: src/sim when usable)
+ */
+import { execSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, release, totalmem, type } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { findWrk } from "./lib/load.ts";
+import { killAllNow, stopAll } from "./lib/proc.ts";
+import { startUpstreamHost, type UpstreamHost } from "./lib/upstreams.ts";
+import { findNginx, nginxVersion, startNginx, type Nginx, type NginxSettings } from "./nginx.ts";
+import { renderMarkdown, spliceDoc, targets, type MachineInfo, type Results, type StartupRow } from "./report.ts";
+import { download } from "./scenarios/download.ts";
+import { handoff } from "./scenarios/handoff.ts";
+import { manyStreams } from "./scenarios/many-streams.ts";
+import { passThrough } from "./scenarios/passthrough.ts";
+import { buildMinimal, buildTurnstile, startupTimes } from "./scenarios/startup.ts";
+import { streaming } from "./scenarios/streaming.ts";
+import type { Target } from "./scenarios/types.ts";
+import { baseEnv, startBareProxy, startTurnstileProc, TURNSTILE_BENCH_ENV, type ProxyProc } from "./subjects.ts";
+import type { UpstreamSpec } from "./upstream-host.ts";
+
+const ROOT = resolve(import.meta.dir, "..");
+const OUT = join(ROOT, "bench", "out");
+const BUN = process.execPath;
+const COMMAND = "npx bun bench/run.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    only: { type: "string" },
+    "no-docs": { type: "boolean", default: false },
+    upstream: { type: "string", default: "auto" },
+  },
+});
+const only = new Set((args.only ?? "1,2,3,4,5,6").split(",").map((s) => Number(s.trim())));
+const quick = args.quick === true;
+
+/** Durations and sizes of every scenario, in one place (also recorded in the JSON). */
+const S = {
+  passConcurrency: [1, 16, 128],
+  passSeconds: quick ? 2 : 5,
+  passWarmupSeconds: 1,
+  streamConcurrency: [1, 16],
+  streamRounds: quick ? 3 : 15,
+  streamTokens: 20,
+  streamTokenDelayMs: 5,
+  downloadConcurrency: [1, 8],
+  downloadSeconds: quick ? 2 : 4,
+  manyStreams: 1000,
+  manyDeadlineMs: 30_000,
+  slowTokenDelayMs: 500,
+  handoffCycles: quick ? 3 : 10,
+  startupRuns: quick ? 3 : 10,
+};
+
+const UPSTREAMS: UpstreamSpec = {
+  impl: (args.upstream ?? "auto") as UpstreamSpec["impl"],
+  ollama: {
+    main: { loadMs: 0, unloadMs: 50, tokenDelayMs: S.streamTokenDelayMs, tokens: S.streamTokens },
+    slow: { loadMs: 0, unloadMs: 50, tokenDelayMs: S.slowTokenDelayMs, tokens: 10_000 },
+    handoff: { loadMs: 20, unloadMs: 30, tokenDelayMs: 5, tokens: 10 },
+  },
+  comfy: {
+    main: { jobMs: 50, freeMs: 30 },
+    handoff: { jobMs: 50, freeMs: 30 },
+  },
+  shareGpu: [["handoff", "handoff"]],
+  noCallLog: ["ollama.main", "comfy.main", "ollama.slow"],
+};
+
+const NGINX_SETTINGS: NginxSettings = { workers: "auto", keepalive: 64 };
+
+const note = (s: string) => process.stderr.write(`${s}\n`);
+const t0 = performance.now();
+
+function sh(cmd: string): string | undefined {
+  try {
+    return execSync(cmd, { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function machine(upstream: string, nginx: string | undefined, wrk: string | undefined): MachineInfo {
+  const wrkVersion = wrk ? /wrk (\S+)/.exec(Bun.spawnSync([wrk, "-v"]).stdout.toString())?.[1] : undefined;
+  const dirty = sh("git status --porcelain")?.length ? "+local changes" : "";
+  return {
+    date: new Date().toISOString().slice(0, 16).replace("T", " ") + " UTC",
+    cpu: cpus()[0]?.model.trim() ?? "unknown CPU",
+    cores: cpus().length,
+    memGiB: Math.round(totalmem() / 1024 ** 3),
+    kernel: release(),
+    os: type(),
+    bun: Bun.version,
+    nginx: nginx ? nginxVersion(nginx) : undefined,
+    nginxSettings: nginx ? `worker_processes ${NGINX_SETTINGS.workers}, upstream keepalive ${NGINX_SETTINGS.keepalive}, proxy_buffering off` : undefined,
+    wrk: wrk ? `wrk ${wrkVersion ?? ""} -t1`.replace("  ", " ") : undefined,
+    upstream,
+    commit: `${sh("git rev-parse --short HEAD") ?? "unknown"}${dirty}`,
+  };
+}
+
+async function main(): Promise<number> {
+  mkdirSync(join(OUT, "logs"), { recursive: true });
+  const runDir = join(OUT, "run");
+  rmSync(runDir, { recursive: true, force: true });
+  mkdirSync(runDir, { recursive: true });
+  const log = (name: string) => join(OUT, "logs", `${name}.log`);
+  for (const f of ["upstreams", "turnstile-main", "turnstile-1k", "turnstile-handoff", "bare-main", "bare-1k"]) rmSync(log(f), { force: true });
+
+  const wrk = findWrk();
+  const nginxBin = findNginx();
+  const skipped: string[] = [];
+  if (!wrk) skipped.push("wrk is not installed (`apt-get install wrk`): the Bun raw-socket generator is used, which saturates earlier; compare ratios, not absolute req/s.");
+  if (!nginxBin) skipped.push("nginx is not installed (`apt-get install nginx`): no nginx column, and the throughput target cannot be judged.");
+
+  note(`gpu-turnstile bench${quick ? " (quick)" : ""}: starting upstreams`);
+  const up: UpstreamHost = await startUpstreamHost(BUN, UPSTREAMS, log("upstreams"));
+  const upstreamDesc = up.impl === "sim" ? "src/sim simulators" : `bench/standin.ts stand-ins (${up.why})`;
+  note(`  upstreams: ${upstreamDesc}`);
+  const results: Results = { command: COMMAND, machine: machine(upstreamDesc, nginxBin, wrk), settings: { ...S, upstreams: UPSTREAMS, turnstileEnv: TURNSTILE_BENCH_ENV }, skipped };
+
+  const turnstileCmd = [BUN, "src/main.ts"];
+  const u = (name: string) => up.urls[name]!;
+
+  // ------------------------------------------------------------ scenarios 1–3: one set of proxies
+  if (only.has(1) || only.has(2) || only.has(3)) {
+    const t = await startTurnstileProc({
+      cmd: turnstileCmd,
+      cwd: ROOT,
+      ollama: { name: "ollama.main", url: u("ollama.main") },
+      comfy: { name: "comfy.main", url: u("comfy.main") },
+      dir: runDir,
+      logFile: log("turnstile-main"),
+      presetFetchLimit: true,
+    });
+    const routes = [
+      { name: "ollama.main", upstream: u("ollama.main") },
+      { name: "comfy.main", upstream: u("comfy.main") },
+    ];
+    const ng: Nginx | undefined = nginxBin ? await startNginx(nginxBin, join(runDir, "nginx-main"), routes, NGINX_SETTINGS) : undefined;
+    const bare = await startBareProxy(BUN, join(ROOT, "bench", "bare-proxy.ts"), routes, log("bare-main"), runDir);
+    const targetsFor = (name: string): Target[] => [
+      { subject: "direct", url: u(name) },
+      { subject: "turnstile", url: t.urls[name]! },
+      ...(ng ? [{ subject: "nginx" as const, url: ng.urls[name]! }] : []),
+      { subject: "bun-bare", url: bare.urls[name]! },
+    ];
+    try {
+      if (only.has(1)) {
+        note(`1. small JSON pass-through (GET /api/tags, ${S.passSeconds} s per cell)`);
+        results.passThrough = await passThrough(targetsFor("ollama.main"), {
+          concurrency: S.passConcurrency,
+          seconds: S.passSeconds,
+          warmupSeconds: S.passWarmupSeconds,
+          path: "/api/tags",
+          wrk,
+          note,
+        });
+      }
+      if (only.has(2)) {
+        note(`2. streaming (/api/chat, ${S.streamTokens} tokens every ${S.streamTokenDelayMs} ms)`);
+        // One stream each first: the model loads, connections open.
+        await streaming(targetsFor("ollama.main"), { concurrency: [1], rounds: 1, tokens: 2, note: () => {} });
+        results.streaming = await streaming(targetsFor("ollama.main"), { concurrency: S.streamConcurrency, rounds: S.streamRounds, tokens: S.streamTokens, note });
+      }
+      if (only.has(3)) {
+        note(`3. 8 MiB download (/view?filename=big.png, ${S.downloadSeconds} s per cell)`);
+        results.download = await download(targetsFor("comfy.main"), {
+          concurrency: S.downloadConcurrency,
+          seconds: S.downloadSeconds,
+          path: "/view?filename=big.png&type=output",
+          wrk,
+          note,
+        });
+      }
+    } finally {
+      await Promise.all([t.stop(), ng?.stop(), bare.stop()]);
+    }
+  }
+
+  // ------------------------------------------------------------ scenario 4: fresh proxies, one at a time
+  if (only.has(4)) {
+    note(`4. ${S.manyStreams} concurrent open streams (one token every ${S.slowTokenDelayMs} ms)`);
+    const route = [{ name: "ollama.slow", upstream: u("ollama.slow") }];
+    const rows = [];
+    rows.push(await manyStreams({ subject: "direct", url: u("ollama.slow") }, { streams: S.manyStreams, deadlineMs: S.manyDeadlineMs, note }));
+    await Bun.sleep(1000);
+    const starters: [Target["subject"], () => Promise<ProxyProc | Nginx>][] = [
+      [
+        "turnstile",
+        () =>
+          startTurnstileProc({
+            cmd: turnstileCmd,
+            cwd: ROOT,
+            ollama: { name: "ollama.slow", url: u("ollama.slow") },
+            dir: runDir,
+            logFile: log("turnstile-1k"),
+            presetFetchLimit: true,
+          }),
+      ],
+      ...(nginxBin ? [["nginx", () => startNginx(nginxBin, join(runDir, "nginx-1k"), route, NGINX_SETTINGS)] as [Target["subject"], () => Promise<Nginx>]] : []),
+      ["bun-bare", () => startBareProxy(BUN, join(ROOT, "bench", "bare-proxy.ts"), route, log("bare-1k"), runDir)],
+    ];
+    for (const [subject, start] of starters) {
+      const p = await start();
+      try {
+        rows.push(await manyStreams({ subject, url: p.urls["ollama.slow"]! }, { streams: S.manyStreams, deadlineMs: S.manyDeadlineMs, memory: () => p.memory(), note }));
+      } finally {
+        await p.stop();
+      }
+      await Bun.sleep(1000);
+    }
+    results.manyStreams = rows;
+  }
+
+  // ------------------------------------------------------------ scenario 5: hand-off
+  if (only.has(5)) {
+    note(`5. lock hand-off (${S.handoffCycles} cycles)`);
+    const t = await startTurnstileProc({
+      cmd: turnstileCmd,
+      cwd: ROOT,
+      ollama: { name: "ollama.handoff", url: u("ollama.handoff") },
+      comfy: { name: "comfy.handoff", url: u("comfy.handoff") },
+      dir: runDir,
+      logFile: log("turnstile-handoff"),
+      presetFetchLimit: true,
+    });
+    try {
+      results.handoff = await handoff({
+        ollamaUrl: t.urls["ollama.handoff"]!,
+        comfyUrl: t.urls["comfy.handoff"]!,
+        ollamaName: "ollama.handoff",
+        comfyName: "comfy.handoff",
+        calls: (n) => up.calls(n),
+        clear: (n) => up.clear(n),
+        cycles: S.handoffCycles,
+        note,
+      });
+    } finally {
+      await t.stop();
+    }
+  }
+
+  // ------------------------------------------------------------ scenario 6: compiled start-up
+  if (only.has(6)) {
+    note(`6. compiled binary start → first /healthz (${S.startupRuns} runs each)`);
+    const rows: StartupRow[] = [];
+    const envFor = (port: number, preset: boolean): Record<string, string> => ({
+      ...baseEnv(runDir),
+      ...TURNSTILE_BENCH_ENV,
+      OLLAMA_URL: u("ollama.main"),
+      LISTEN_OLLAMA: `127.0.0.1:${port}`,
+      ...(preset ? { BUN_CONFIG_MAX_HTTP_REQUESTS: "65535" } : {}),
+    });
+    try {
+      const built = buildTurnstile(BUN, ROOT, OUT);
+      note(`  built ${built.path} with \`${built.command}\` in ${(built.buildMs / 1000).toFixed(1)} s`);
+      results.settings.turnstileBuild = built.command;
+      const plain = await startupTimes([built.path], (p) => envFor(p, false), S.startupRuns);
+      rows.push({ binary: "gpu-turnstile", how: "as a user starts it (re-runs itself to lift the fetch limit)", ms: plain.samples.length ? plain.ms : undefined, failures: plain.failures });
+      const preset = await startupTimes([built.path], (p) => envFor(p, true), S.startupRuns);
+      rows.push({ binary: "gpu-turnstile", how: "BUN_CONFIG_MAX_HTTP_REQUESTS preset (systemd unit, container)", ms: preset.samples.length ? preset.ms : undefined, failures: preset.failures });
+    } catch (err) {
+      rows.push({ binary: "gpu-turnstile", how: "as a user starts it", failures: 1, error: err instanceof Error ? err.message.split("\n")[0] : String(err) });
+    }
+    try {
+      const min = buildMinimal(BUN, ROOT, OUT);
+      const r = await startupTimes([min.path], (p) => ({ ...baseEnv(runDir), PORT: String(p) }), S.startupRuns);
+      rows.push({ binary: "minimal Bun.serve (reference)", how: "`--compile --bytecode`", ms: r.samples.length ? r.ms : undefined, failures: r.failures });
+    } catch (err) {
+      rows.push({ binary: "minimal Bun.serve (reference)", how: "`--compile --bytecode`", failures: 1, error: err instanceof Error ? err.message.split("\n")[0] : String(err) });
+    }
+    for (const r of rows) note(`  ${r.binary}, ${r.how}: ${r.ms ? `median ${r.ms.p50.toFixed(1)} ms (min ${r.ms.min.toFixed(1)}, max ${r.ms.max.toFixed(1)})` : (r.error ?? "failed")}`);
+    results.startup = rows;
+  }
+
+  await up.stop();
+  results.durationS = (performance.now() - t0) / 1000;
+
+  const md = renderMarkdown(results);
+  process.stdout.write(`\n${md}\n`);
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  const json = JSON.stringify({ ...results, targets: targets(results) }, null, 2);
+  writeFileSync(join(OUT, `bench-${stamp}.json`), json);
+  writeFileSync(join(OUT, "latest.json"), json);
+  writeFileSync(join(OUT, "latest.md"), md);
+  note(`raw numbers: bench/out/bench-${stamp}.json (and latest.json)`);
+  const fullRun = !quick && only.size === 6;
+  if (!args["no-docs"] && fullRun) {
+    const doc = join(ROOT, "docs", "BENCHMARKS.md");
+    mkdirSync(join(ROOT, "docs"), { recursive: true });
+    writeFileSync(doc, spliceDoc(existsSync(doc) ? readFileSync(doc, "utf8") : undefined, md));
+    note("table written to docs/BENCHMARKS.md");
+  } else if (!args["no-docs"]) {
+    note("partial or quick run: docs/BENCHMARKS.md left alone");
+  }
+  note(`done in ${results.durationS.toFixed(0)} s`);
+  return 0;
+}
+
+let interrupted = false;
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.on(sig, () => {
+    if (interrupted) return;
+    interrupted = true;
+    note(`\n${sig}: stopping the benchmark's processes`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+try {
+  process.exitCode = await main();
+} catch (err) {
+  note(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  process.exitCode = 1;
+} finally {
+  await stopAll();
+  killAllNow();
+}
