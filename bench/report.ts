@@ -23,6 +23,8 @@ export interface MachineInfo {
   wrk: string | undefined;
   upstream: string;
   commit: string;
+  /** CPU use by other processes in the second before the run, % of all cores. */
+  backgroundCpuPct: number;
 }
 
 export interface StartupRow {
@@ -114,7 +116,7 @@ export function renderMarkdown(r: Results): string {
   const m = r.machine;
   L.push(`Command: \`${r.command}\` (from the repository root; \`bun run bench\` is the same).`, "");
   L.push(
-    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB RAM, ${m.os} ${m.kernel}; Bun ${m.bun}; nginx ${m.nginx ?? "not installed"}${m.nginxSettings ? ` (${m.nginxSettings})` : ""}; load generator ${m.wrk ?? "Bun raw-socket generator (wrk not installed)"}; upstream ${m.upstream}; commit ${m.commit}; ${m.date}${r.durationS ? `; whole run ${f(r.durationS, 0)} s` : ""}.`,
+    `Machine: ${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB RAM, ${m.os} ${m.kernel}; Bun ${m.bun}; nginx ${m.nginx ?? "not installed"}${m.nginxSettings ? ` (${m.nginxSettings})` : ""}; load generator ${m.wrk ?? "Bun raw-socket generator (wrk not installed)"}; upstream ${m.upstream}; commit ${m.commit}; ${m.date}; other processes were using ${f(m.backgroundCpuPct, 0)} % of the CPU just before the run${r.durationS ? `; whole run ${f(r.durationS, 0)} s` : ""}.`,
     "",
   );
   L.push("Load generator, upstreams, turnstile, nginx and the bare Bun proxy are separate processes on the same 2 shared cores, talking over loopback; figures move by 10–20 % between runs.", "");
@@ -198,6 +200,8 @@ export function renderMarkdown(r: Results): string {
       "| hand-off | overhead p50 ms | overhead max ms | excluded wait p50 ms |",
       "|---|---:|---:|---:|",
       `| last LLM response done → \`/prompt\` forwarded | ${f(h.llmToImageMs.p50, 3)} | ${f(h.llmToImageMs.max, 3)} | ${f(h.unloadWaitMs.p50, 1)} (unload) |`,
+      `| … of which: final chunk stamped → first \`/api/ps\` | ${f(h.releaseToPsMs.p50, 3)} | ${f(h.releaseToPsMs.max, 3)} | |`,
+      `| … of which: last \`/api/ps\` → \`/prompt\` arrives | ${f(h.psToPromptMs.p50, 3)} | ${f(h.psToPromptMs.max, 3)} | |`,
       `| \`/free\` done → waiting LLM request forwarded | ${f(h.imageToLlmMs.p50, 3)} | ${f(h.imageToLlmMs.max, 3)} | ${f(h.freeWaitMs.p50, 1)} (free) |`,
       "",
     );

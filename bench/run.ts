@@ -19,7 +19,7 @@ import { cpus, release, totalmem, type } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findWrk } from "./lib/load.ts";
-import { killAllNow, stopAll } from "./lib/proc.ts";
+import { cpuBusy, killAllNow, stopAll } from "./lib/proc.ts";
 import { startUpstreamHost, type UpstreamHost } from "./lib/upstreams.ts";
 import { findNginx, nginxVersion, startNginx, type Nginx, type NginxSettings } from "./nginx.ts";
 import { renderMarkdown, spliceDoc, targets, type MachineInfo, type Results, type StartupRow } from "./report.ts";
@@ -95,7 +95,7 @@ function sh(cmd: string): string | undefined {
   }
 }
 
-function machine(upstream: string, nginx: string | undefined, wrk: string | undefined): MachineInfo {
+function machine(upstream: string, nginx: string | undefined, wrk: string | undefined, backgroundCpuPct: number): MachineInfo {
   const wrkVersion = wrk ? /wrk (\S+)/.exec(Bun.spawnSync([wrk, "-v"]).stdout.toString())?.[1] : undefined;
   const dirty = sh("git status --porcelain")?.length ? "+local changes" : "";
   return {
@@ -111,6 +111,7 @@ function machine(upstream: string, nginx: string | undefined, wrk: string | unde
     wrk: wrk ? `wrk ${wrkVersion ?? ""} -t1`.replace("  ", " ") : undefined,
     upstream,
     commit: `${sh("git rev-parse --short HEAD") ?? "unknown"}${dirty}`,
+    backgroundCpuPct,
   };
 }
 
@@ -128,11 +129,12 @@ async function main(): Promise<number> {
   if (!wrk) skipped.push("wrk is not installed (`apt-get install wrk`): the Bun raw-socket generator is used, which saturates earlier; compare ratios, not absolute req/s.");
   if (!nginxBin) skipped.push("nginx is not installed (`apt-get install nginx`): no nginx column, and the throughput target cannot be judged.");
 
-  note(`gpu-turnstile bench${quick ? " (quick)" : ""}: starting upstreams`);
+  const background = (await cpuBusy(1000)) * 100;
+  note(`gpu-turnstile bench${quick ? " (quick)" : ""}: other processes use ${background.toFixed(0)} % of the CPU${background > 10 ? " — figures will be off; rerun on a quiet machine" : ""}`);
   const up: UpstreamHost = await startUpstreamHost(BUN, UPSTREAMS, log("upstreams"));
   const upstreamDesc = up.impl === "sim" ? "src/sim simulators" : `bench/standin.ts stand-ins (${up.why})`;
   note(`  upstreams: ${upstreamDesc}`);
-  const results: Results = { command: COMMAND, machine: machine(upstreamDesc, nginxBin, wrk), settings: { ...S, upstreams: UPSTREAMS, turnstileEnv: TURNSTILE_BENCH_ENV }, skipped };
+  const results: Results = { command: COMMAND, machine: machine(upstreamDesc, nginxBin, wrk, background), settings: { ...S, upstreams: UPSTREAMS, turnstileEnv: TURNSTILE_BENCH_ENV }, skipped };
 
   const turnstileCmd = [BUN, "src/main.ts"];
   const u = (name: string) => up.urls[name]!;

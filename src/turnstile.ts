@@ -7,6 +7,7 @@ import { ComfyClient } from "./comfy/client.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import type { ImageJobDeps } from "./jobs/image-job.ts";
+import type { JobListener } from "./jobs/events.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
@@ -23,6 +24,8 @@ export interface TurnstileOptions {
   config: Config;
   log: Logger;
   version: string;
+  /** An extra subscriber to image-job phases (the demo's timeline). */
+  onJobEvent?: JobListener;
 }
 
 export interface BoundListener {
@@ -44,6 +47,10 @@ export interface Turnstile {
   whenIdle(): Promise<void>;
   /** Graceful stop: stop accepting, let in-flight requests finish within `timeoutMs`, then cut. */
   stop(timeoutMs?: number): Promise<void>;
+}
+
+function withExtra(base: JobListener, extra: JobListener | undefined): JobListener {
+  return extra ? (e) => (base(e), extra(e)) : base;
 }
 
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
@@ -95,7 +102,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     comfy,
     ollama,
     tracker,
-    emit: jobObserver(log, metrics),
+    emit: withExtra(jobObserver(log, metrics), opts.onJobEvent),
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,

@@ -159,3 +159,22 @@ export async function waitHttp(url: string, timeoutMs: number, what: string): Pr
     await Bun.sleep(20);
   }
 }
+
+function cpuTimes(): { busy: number; total: number } {
+  const line = readFileSync("/proc/stat", "utf8").split("\n")[0]!;
+  const v = line.trim().split(/\s+/).slice(1).map(Number);
+  const idle = (v[3] ?? 0) + (v[4] ?? 0);
+  const total = v.reduce((a, b) => a + b, 0);
+  return { busy: total - idle, total };
+}
+
+/**
+ * Share of all cores busy over `ms` (0..1): what else is running on the machine. On a shared
+ * 2-core box another process's test run changes every figure, so the report states it.
+ */
+export async function cpuBusy(ms: number): Promise<number> {
+  const a = cpuTimes();
+  await Bun.sleep(ms);
+  const b = cpuTimes();
+  return b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : 0;
+}

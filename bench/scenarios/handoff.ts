@@ -35,6 +35,9 @@ export interface HandoffCycle {
   why?: string;
   /** LLM → image overhead beyond the unload wait. */
   llmToImageMs?: number;
+  /** Its two parts: lock release → first /api/ps, and last /api/ps → /prompt. */
+  releaseToPsMs?: number;
+  psToPromptMs?: number;
   unloadWaitMs?: number;
   /** image → LLM overhead beyond the free wait. */
   imageToLlmMs?: number;
@@ -44,6 +47,8 @@ export interface HandoffCycle {
 export interface HandoffResult {
   cycles: HandoffCycle[];
   llmToImageMs: Summary;
+  releaseToPsMs: Summary;
+  psToPromptMs: Summary;
   unloadWaitMs: Summary;
   imageToLlmMs: Summary;
   freeWaitMs: Summary;
@@ -110,6 +115,8 @@ async function oneCycle(o: HandoffOptions): Promise<HandoffCycle> {
   return {
     ok: true,
     llmToImageMs: ps1.at - llmEnd + (prompt.at - psN.at),
+    releaseToPsMs: ps1.at - llmEnd,
+    psToPromptMs: prompt.at - psN.at,
     unloadWaitMs: psN.at - ps1.at,
     imageToLlmMs: bArrival.at - statsN.at,
     freeWaitMs: statsN.at - free.at,
@@ -132,6 +139,8 @@ export async function handoff(o: HandoffOptions): Promise<HandoffResult> {
   const res: HandoffResult = {
     cycles,
     llmToImageMs: summarize(ok.map((c) => c.llmToImageMs!)),
+    releaseToPsMs: summarize(ok.map((c) => c.releaseToPsMs!)),
+    psToPromptMs: summarize(ok.map((c) => c.psToPromptMs!)),
     unloadWaitMs: summarize(ok.map((c) => c.unloadWaitMs!)),
     imageToLlmMs: summarize(ok.map((c) => c.imageToLlmMs!)),
     freeWaitMs: summarize(ok.map((c) => c.freeWaitMs!)),

@@ -1,4 +1,206 @@
-export async function runDemo(_opts: { once: boolean; withoutTurnstile: boolean }): Promise<number> {
-  process.stderr.write("gpu-turnstile: demo is not built yet\n");
-  return 1;
+/**
+ * `gpu-turnstile demo`: simulated Ollama and ComfyUI on one simulated 16 GiB GPU, the real
+ * turnstile in front of them, a scripted mixed workload, and a live timeline of what the GPU is
+ * doing and who waited why. `--without-turnstile` sends the same workload straight to the
+ * simulators and shows what the turnstile prevents.
+ */
+import { buildConfig } from "../config/load.ts";
+import { currentPlatform } from "../config/settings.ts";
+import type { ImageJobEvent } from "../jobs/events.ts";
+import { createLogger } from "../observe/log.ts";
+import { startSimPair, type GpuEvent, type SimPair } from "../sim/index.ts";
+import { startTurnstile, type Turnstile } from "../turnstile.ts";
+import { VERSION } from "../version.ts";
+import { gib, secs, Timeline } from "./timeline.ts";
+import { runWorkload, type WorkloadResult } from "./workload.ts";
+
+export interface DemoOptions {
+  once: boolean;
+  withoutTurnstile: boolean;
+  /** Where the timeline goes (default stdout). */
+  out?: (s: string) => void;
+  color?: boolean;
+}
+
+/** An RTX 5080: the card this project was written for. */
+const VRAM = 16 * 1024 ** 3;
+
+export async function runDemo(opts: DemoOptions): Promise<number> {
+  const out = opts.out ?? ((s: string) => void process.stdout.write(s));
+  const color = opts.color ?? (process.stdout.isTTY === true && process.env.NO_COLOR === undefined);
+  const tl = new Timeline(out, color);
+
+  const sims = await startSimPair({
+    vramBytes: VRAM,
+    ollama: { loadMs: 700, unloadMs: 250, tokenDelayMs: 60, tokens: 24 },
+    comfy: { jobMs: 1800, freeDelayMs: 300, modelBytes: 10.5 * 1024 ** 3 },
+  });
+  sims.gpu.on(gpuNarrator(tl));
+
+  let turnstile: Turnstile | undefined;
+  if (!opts.withoutTurnstile) turnstile = startDemoTurnstile(sims, tl);
+  const targets = turnstile
+    ? { ollama: turnstile.listener("ollama")!.url, comfy: turnstile.listener("comfy")!.url }
+    : { ollama: sims.ollama.url, comfy: sims.comfy.url };
+
+  tl.text(
+    `gpu-turnstile ${VERSION} demo — simulated Ollama ${sims.ollama.url} and ComfyUI ${sims.comfy.url} on one ${gib(VRAM)} GPU`,
+    "gpu",
+  );
+  tl.text(
+    turnstile
+      ? `clients talk to the turnstile: Ollama side ${targets.ollama}, ComfyUI side ${targets.comfy}\n`
+      : "WITHOUT the turnstile: clients talk straight to the simulators\n",
+    turnstile ? "plain" : "warn",
+  );
+
+  const result = await runWorkload(targets, tl);
+  await turnstile?.tracker.settled();
+  await waitUntilQuiet(sims);
+  const overlaps = printSummary(tl, sims, result, !!turnstile);
+
+  if (!opts.once) {
+    printTryIt(tl, targets, !!turnstile);
+    await new Promise<void>((resolve) => {
+      process.once("SIGINT", resolve);
+      process.once("SIGTERM", resolve);
+    });
+  }
+  await turnstile?.stop(1000);
+  await sims.stop();
+  // --without-turnstile exists to show the harm: overlaps are its expected result, not a failure.
+  return opts.withoutTurnstile || overlaps === 0 ? 0 : 1;
+}
+
+function startDemoTurnstile(sims: SimPair, tl: Timeline): Turnstile {
+  const { config } = buildConfig({
+    entries: [],
+    file: null,
+    platform: currentPlatform(),
+    env: {
+      OLLAMA_URL: sims.ollama.url,
+      COMFY_URL: sims.comfy.url,
+      LISTEN_OLLAMA: "127.0.0.1:0",
+      LISTEN_COMFY: "127.0.0.1:0",
+      UNLOAD_POLL_INTERVAL: "50ms",
+      HISTORY_POLL_INTERVAL: "100ms",
+      FREE_POLL_INTERVAL: "50ms",
+      AUTO_UPDATE: "false",
+      APP_VER: "dev",
+      LOGLEVEL: "error",
+    },
+  });
+  const t = startTurnstile({
+    config,
+    log: createLogger({ level: "error", format: "text" }),
+    version: VERSION,
+    onJobEvent: jobNarrator(tl),
+  });
+  t.lock.onEvent((e) => {
+    if (e.type !== "transition") return;
+    const s = e.snapshot;
+    const why =
+      e.to === "image" ? "an image job has the GPU" : e.to === "llm" ? `${s.llmInflight} LLM request(s) running` : "nothing running";
+    const queued = [s.imageWaiting && `${s.imageWaiting} image job(s) queued`, s.llmWaiting && `${s.llmWaiting} LLM request(s) waiting`]
+      .filter(Boolean)
+      .join(", ");
+    tl.event("GPU", `${e.from} → ${e.to}: ${why}${queued ? ` (${queued})` : ""}`, "gpu");
+  });
+  t.lock.onEvent((e) => {
+    if (e.type === "acquired" && e.kind === "llm" && e.waitedMs > 50) tl.event("turnstile", `an LLM request waited ${secs(e.waitedMs)} for the image jobs`, "wait");
+    if (e.type === "abandoned") tl.event("turnstile", `a waiting ${e.kind} request left after ${secs(e.waitedMs)}; nothing to undo`, "wait");
+  });
+  return t;
+}
+
+function jobNarrator(tl: Timeline): (e: ImageJobEvent) => void {
+  return (e) => {
+    const who = `image job ${"jobId" in e ? e.jobId : ""}`.trim();
+    switch (e.phase) {
+      case "acquired":
+        return tl.event(who, `got the GPU after waiting ${secs(e.waitedMs)}`, "image");
+      case "unloaded":
+        return tl.event(who, `Ollama emptied (${e.models.join(", ") || "nothing loaded"}) in ${secs(e.durationMs)}`, "image");
+      case "forwarded":
+        return tl.event(who, `forwarded to ComfyUI, which answered ${e.status}`, "image");
+      case "finished":
+        return tl.event(who, `ComfyUI reports the job ${e.end} after ${secs(e.durationMs)}`, "image");
+      case "freed":
+        return tl.event(
+          who,
+          e.released
+            ? `ComfyUI freed its VRAM (${gib(e.vramBefore ?? 0)} → ${gib(e.vramAfter ?? 0)}) in ${secs(e.durationMs)}`
+            : `VRAM release not confirmed: ${e.error}`,
+          e.released ? "image" : "warn",
+        );
+      case "released":
+        return tl.event(who, `GPU released after ${secs(e.heldMs)} (${e.outcome})`, "image");
+      default:
+        return;
+    }
+  };
+}
+
+/** Narrates what the simulated card sees: loads, jobs, and — the point — any overlap. */
+function gpuNarrator(tl: Timeline): (e: GpuEvent) => void {
+  return (e) => {
+    const used = `[VRAM ${gib(e.vramUsed)}]`;
+    switch (e.kind) {
+      case "loaded":
+        return tl.event("ollama", `loaded ${e.detail} ${used}`, "dim");
+      case "unloaded":
+        return tl.event("ollama", `unloaded ${e.detail} ${used}`, "dim");
+      case "job-start":
+        return tl.event("comfyui", `job ${e.detail.slice(0, 8)} running`, "dim");
+      case "hold":
+        return e.tenant === "comfy" ? tl.event("comfyui", `loaded its checkpoint ${used}`, "dim") : undefined;
+      case "freed":
+        return tl.event("comfyui", `models unloaded ${used}`, "dim");
+      case "overlap-start":
+        return tl.event("GPU", `OVERLAP: Ollama and ComfyUI both hold VRAM ${used}`, "warn");
+      case "oversubscribed":
+        return tl.event("GPU", `OVERSUBSCRIBED: ${gib(e.vramUsed)} asked of a ${gib(VRAM)} card — the driver spills to system RAM or OOMs`, "warn");
+      default:
+        return;
+    }
+  };
+}
+
+/** Models stay loaded for their keep-alive; the summary is about the workload, so stop waiting once nothing runs. */
+async function waitUntilQuiet(sims: SimPair): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && (sims.ollama.inflight() > 0 || sims.comfy.runningJob())) await Bun.sleep(50);
+}
+
+function printSummary(tl: Timeline, sims: SimPair, r: WorkloadResult, withTurnstile: boolean): number {
+  const served = r.chats.filter((c) => c.r.ok).length;
+  const gaveUp = r.chats.filter((c) => c.r.aborted).length;
+  const failed = r.chats.filter((c) => !c.r.ok && !c.r.aborted).length;
+  const firsts = r.chats.filter((c) => c.r.firstTokenMs !== undefined).map((c) => c.r.firstTokenMs!);
+  const images = r.images.filter((i) => i.r.ok).length;
+  const overlaps = sims.gpu.overlaps();
+  const over = sims.gpu.oversubscriptions;
+  tl.text("");
+  tl.text(`summary (${withTurnstile ? "with" : "WITHOUT"} the turnstile)`, "gpu");
+  tl.text(`  chats answered:       ${served} of ${r.chats.length}${gaveUp ? `, ${gaveUp} client gave up while waiting` : ""}${failed ? `, ${failed} failed` : ""}`);
+  tl.text(`  embedding batches:    ${r.embeds.ok} ok${r.embeds.failed ? `, ${r.embeds.failed} failed` : ""}`);
+  tl.text(`  images generated:     ${images} of ${r.images.length}`);
+  if (firsts.length) {
+    const note = withTurnstile ? " (the longest waited for the image jobs)" : "";
+    tl.text(`  first token after:    ${secs(Math.min(...firsts))} … ${secs(Math.max(...firsts))}${note}`);
+  }
+  tl.text(`  VRAM oversubscribed:  ${over.length} time(s)`, over.length ? "warn" : "ok");
+  tl.text(`  GPU overlaps: ${overlaps.length}`, overlaps.length ? "warn" : "ok");
+  return overlaps.length;
+}
+
+function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, withTurnstile: boolean): void {
+  tl.text("");
+  tl.text(`still running — try it by hand (Ctrl-C to stop):`, "gpu");
+  tl.text(`  curl -N ${t.ollama}/api/chat -d '{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}'`);
+  tl.text(`  curl ${t.comfy}/prompt -H 'content-type: application/json' -d '{"prompt":{"4":{"class_type":"CheckpointLoaderSimple","inputs":{"ckpt_name":"v1-5-pruned-emaonly-fp16.safetensors"}},"9":{"class_type":"SaveImage","inputs":{"filename_prefix":"x","images":["4",0]}}}}'`);
+  if (withTurnstile) {
+    tl.text(`  curl ${t.ollama}/healthz`);
+    tl.text(`  curl ${t.comfy}/metrics`);
+  }
 }

@@ -122,9 +122,11 @@ export class ComfyWorker {
   }
 
   /** POST /free: just sets flags; the worker acts when it is idle or after the current job. */
-  setFlag(name: string, value: PyValue): void {
-    this.flags.set(name, value);
-    this.gpu.note("free-requested", "comfy", name);
+  requestFree(unloadModels: PyValue, freeMemory: PyValue): void {
+    if (unloadModels) this.flags.set("unload_models", unloadModels);
+    if (freeMemory) this.flags.set("free_memory", freeMemory);
+    if (!unloadModels && !freeMemory) return;
+    this.gpu.note("free-requested", "comfy", this.current ? `after ${this.current.id}` : "idle");
     this.wake?.();
   }
 
@@ -185,7 +187,9 @@ export class ComfyWorker {
         if (job) await this.execute(job);
         await this.applyFlags();
       } catch (e) {
-        if (!(e instanceof AbortedError)) throw e;
+        // A bug in one job must not kill the worker (nobody awaits this loop until shutdown).
+        if (!(e instanceof AbortedError)) console.error("comfy simulator worker:", e);
+        if (job && this.current === job) this.current = undefined;
       }
     }
   }

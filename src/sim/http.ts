@@ -34,7 +34,11 @@ export class CallLog {
   readonly calls: RecordedCall[] = [];
   private overrides: Override[] = [];
 
-  record(req: Request, url: URL, body: Uint8Array<ArrayBuffer>): RecordedCall {
+  /** `enabled: false` keeps benchmarks from growing the log (and decoding bodies) without bound. */
+  constructor(private readonly enabled = true) {}
+
+  record(req: Request, url: URL, body: Uint8Array<ArrayBuffer>): void {
+    if (!this.enabled) return;
     const headers: Record<string, string> = {};
     req.headers.forEach((v, k) => {
       headers[k] = v;
@@ -48,7 +52,6 @@ export class CallLog {
       at: now(),
     };
     this.calls.push(call);
-    return call;
   }
 
   clear(): void {
@@ -87,4 +90,17 @@ export async function readBody(req: Request): Promise<Uint8Array<ArrayBuffer>> {
 
 export function isLoopbackHostname(h: string): boolean {
   return h === "localhost" || h === "::1" || h === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/** The simulators are test and demo fixtures: they never listen beyond this machine. */
+export function loopbackOnly(hostname: string | undefined): string {
+  const h = hostname ?? "127.0.0.1";
+  if (!isLoopbackHostname(h)) throw new Error(`simulators listen on loopback only, not ${JSON.stringify(h)}`);
+  return h;
+}
+
+/** `http://host:port` with IPv6 literals bracketed. */
+export function baseUrl(hostname: string, port: number): string {
+  const host = hostname.includes(":") && !hostname.startsWith("[") ? `[${hostname}]` : hostname;
+  return `http://${host}:${port}`;
 }

@@ -8,12 +8,14 @@ import { countTokens, findModel, type Model, tokenAt } from "./ollama-models.ts"
 import { type Lease, Scheduler } from "./ollama-scheduler.ts";
 import type { Timers } from "./timers.ts";
 
-export interface OllamaTiming {
+export interface OllamaConfig {
   loadMs: number;
   unloadMs: number;
   tokenDelayMs: number;
   tokens: number;
   defaultKeepAliveMs: number;
+  /** Ollama before v0.3.11: the unload shortcut comes after the capability check. */
+  legacyUnload: boolean;
 }
 
 /** The counters of a finished answer, in Ollama's units (nanoseconds). */
@@ -35,7 +37,7 @@ export class OllamaCore {
   constructor(
     readonly gpu: SimGpu,
     readonly timers: Timers,
-    readonly timing: OllamaTiming,
+    readonly timing: OllamaConfig,
     readonly models: Model[],
     readonly version: string,
   ) {

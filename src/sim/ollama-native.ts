@@ -116,13 +116,15 @@ export async function inference(ctx: Ctx, shape: Shape): Promise<Response> {
 
   // The unload shortcut comes before any capability check (since v0.3.11), so it works for
   // embedding-only models too, and is a no-op reply for a model that is not loaded.
+  const refused = !supports(model, "completion");
+  if (refused && ctx.core.timing.legacyUnload) {
+    return jsonRes(400, { error: `${JSON.stringify(name)} does not support ${shape}` });
+  }
   if (empty && ka.ms === 0) {
     ctx.core.sched.expire(model);
     return jsonRes(200, { ...reply(shape, name, ctx.core.createdAt(), "", true), done_reason: "unload" });
   }
-  if (!supports(model, "completion")) {
-    return jsonRes(400, { error: `${JSON.stringify(name)} does not support ${shape}` });
-  }
+  if (refused) return jsonRes(400, { error: `${JSON.stringify(name)} does not support ${shape}` });
 
   const startedAt = ctx.core.gpu.now();
   let lease: Lease;

@@ -85,7 +85,8 @@ export function streamRes(
 ): Response {
   const ac = new AbortController();
   const onAbort = (): void => ac.abort();
-  requestSignal.addEventListener("abort", onAbort, { once: true });
+  if (requestSignal.aborted) ac.abort(); // the client left while the model was loading
+  else requestSignal.addEventListener("abort", onAbort, { once: true });
   const enc = new TextEncoder();
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {

@@ -5,7 +5,7 @@
  */
 import { hostname as osHostname, networkInterfaces } from "node:os";
 import { SimGpu } from "./gpu.ts";
-import { CallLog, type OverrideHandler, type RecordedCall, readBody } from "./http.ts";
+import { baseUrl, CallLog, loopbackOnly, type OverrideHandler, type RecordedCall, readBody } from "./http.ts";
 import { OllamaCore } from "./ollama-core.ts";
 import { DEFAULT_MODELS, type ModelSpec, resolveModels } from "./ollama-models.ts";
 import * as native from "./ollama-native.ts";
@@ -28,12 +28,20 @@ export interface OllamaSimOptions {
   tokens?: number;
   /** OLLAMA_KEEP_ALIVE (default 5 minutes). */
   defaultKeepAliveMs?: number;
+  /**
+   * Behave like Ollama before v0.3.11: `keep_alive:0` on /api/generate or /api/chat is checked
+   * for the completion capability first, so an embedding-only model answers 400 and can only be
+   * unloaded through /api/embed (default false).
+   */
+  legacyUnload?: boolean;
   /** Reject Host headers Ollama would reject with 403 (default true; O5). */
   checkHost?: boolean;
   /** Reject cross-origin requests from origins outside Ollama's default OLLAMA_ORIGINS (default true). */
   checkOrigin?: boolean;
   /** Reported by /api/version (default "0.32.15"). */
   version?: string;
+  /** Keep `calls` (default true); benchmarks turn it off. */
+  recordCalls?: boolean;
   /** Listen address; loopback only (default 127.0.0.1). */
   hostname?: string;
   /** Listen port (default 0: any free port). */
@@ -159,9 +167,10 @@ function originAllowed(origin: string): boolean {
 // ---------------------------------------------------------------- server
 
 export async function startOllamaSim(opts: OllamaSimOptions = {}): Promise<OllamaSim> {
+  const hostname = loopbackOnly(opts.hostname);
   const gpu = opts.gpu ?? new SimGpu();
   const timers = new Timers();
-  const log = new CallLog();
+  const log = new CallLog(opts.recordCalls ?? true);
   const core = new OllamaCore(
     gpu,
     timers,
@@ -171,12 +180,13 @@ export async function startOllamaSim(opts: OllamaSimOptions = {}): Promise<Ollam
       tokenDelayMs: opts.tokenDelayMs ?? 15,
       tokens: opts.tokens ?? 9,
       defaultKeepAliveMs: opts.defaultKeepAliveMs ?? 5 * 60_000,
+      legacyUnload: opts.legacyUnload ?? false,
     },
     resolveModels(opts.models ?? DEFAULT_MODELS, gpu.now()),
     opts.version ?? "0.32.15",
   );
-  const hostname = opts.hostname ?? "127.0.0.1";
-  const checkHost = (opts.checkHost ?? true) && /^(127\.|localhost$|::1$|\[::1\]$)/.test(hostname);
+  // Ollama applies the Host allow-list only when it listens on loopback, which the simulator always does.
+  const checkHost = opts.checkHost ?? true;
   const checkOrigin = opts.checkOrigin ?? true;
 
   async function handle(req: Request): Promise<Response> {
@@ -214,11 +224,10 @@ export async function startOllamaSim(opts: OllamaSimOptions = {}): Promise<Ollam
     error: (err) => jsonRes(500, { error: String(err) }),
   });
   const port = server.port as number;
-  const urlHost = hostname.includes(":") && !hostname.startsWith("[") ? `[${hostname}]` : hostname;
 
   let stopped: Promise<void> | undefined;
   return {
-    url: `http://${urlHost}:${port}`,
+    url: baseUrl(hostname, port),
     port,
     gpu,
     calls: log.calls,

@@ -277,7 +277,9 @@ describe("simulated ComfyUI: websocket (C6)", () => {
     await post(`${sim.url}/prompt`, REQUEST);
     // The status broadcast after task_done is the last message any client gets for this job, and
     // one socket's messages arrive in order: once it is here, nothing else is on its way.
-    await waitFor(() => parsed(other.messages).some((m) => m.get("type") === "status" && dumpsPy(m.get("data") ?? null).includes('"queue_remaining": 0') && sim.jobs()[0]?.state === "done"), "final status");
+    const idleStatuses = (): number =>
+      parsed(other.messages).filter((m) => m.get("type") === "status" && dumpsPy(m.get("data") ?? null).includes('"queue_remaining": 0')).length;
+    await waitFor(() => idleStatuses() === 2, "final status"); // the one on connect, the one after the job
     other.ws.close();
     const seen = new Set(types(parsed(other.messages)));
     expect(seen.has("status")).toBe(true);

@@ -182,6 +182,17 @@ describe("simulated Ollama: embedding-only models", () => {
     await waitFor(async () => (await ps()).length === 0, "embedding model unloaded");
   });
 
+  test("legacyUnload: like Ollama before v0.3.11 the shortcut refuses them, /api/embed still unloads", async () => {
+    await useSim({ loadMs: 5, unloadMs: 10, legacyUnload: true });
+    await post(`${sim.url}/api/embed`, { model: "nomic-embed-text", input: "x", keep_alive: -1 });
+    const res = await post(`${sim.url}/api/generate`, { model: "nomic-embed-text", keep_alive: 0 });
+    expect(res.status).toBe(400);
+    expect(await ps()).toEqual(["nomic-embed-text:latest"]);
+    expect((await post(`${sim.url}/api/generate`, { model: "llama3.2", keep_alive: 0 })).status).toBe(200);
+    await post(`${sim.url}/api/embed`, { model: "nomic-embed-text", input: "x", keep_alive: 0 });
+    await waitFor(async () => (await ps()).length === 0, "unloaded through /api/embed");
+  });
+
   test("/api/embed loads the model, embeds, and with keep_alive 0 unloads it afterwards", async () => {
     const res = await post(`${sim.url}/api/embed`, { model: "nomic-embed-text", input: ["a", "b"], keep_alive: 0 });
     expect(res.status).toBe(200);
@@ -261,6 +272,20 @@ describe("simulated Ollama: inference streams", () => {
     await waitFor(() => sim.inflight() === 0, "in-flight count back to 0");
     // keep_alive 0 made the runner unload when its last request let go.
     await waitFor(async () => (await ps()).length === 0, "model unloaded after abort");
+  });
+
+  test("a client that gives up while the model loads is no longer in flight; the load completes", async () => {
+    // A full answer would take 20 s: only giving up on the client's behalf ends it sooner.
+    await useSim({ loadMs: 300, unloadMs: 10, tokenDelayMs: 2000 });
+    const ac = new AbortController();
+    const pending = fetch(`${sim.url}/api/generate`, { method: "POST", body: JSON.stringify({ model: "llama3.2", prompt: "hi" }), signal: ac.signal }).catch(
+      (e: unknown) => e,
+    );
+    await waitFor(() => sim.inflight() === 1, "request waiting for the load");
+    ac.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    await waitFor(() => sim.inflight() === 0, "in-flight count back to 0");
+    expect(await ps()).toEqual(["llama3.2:latest"]); // Ollama finishes a load it started
   });
 
   test("a missing body is 400 missing request body; broken JSON is 400 too", async () => {
@@ -401,6 +426,12 @@ describe("simulated Ollama: Host check (O5), overrides, restart", () => {
     expect(JSON.parse(gen[0]?.bodyText ?? "")).toEqual({ model: "llama3.2", keep_alive: 0 });
     expect(gen[0]?.headers.host).toBe(`127.0.0.1:${sim.port}`);
     sim.clearCalls();
+    expect(sim.calls).toHaveLength(0);
+  });
+
+  test("recordCalls:false keeps no call log (for benchmarks)", async () => {
+    await useSim({ recordCalls: false });
+    await fetch(`${sim.url}/api/version`);
     expect(sim.calls).toHaveLength(0);
   });
 

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { type GpuEvent, type SimPair, startSimPair } from "../../src/sim/index.ts";
+import { type GpuEvent, type SimPair, startComfySim, startOllamaSim, startSimPair } from "../../src/sim/index.ts";
 import { fixtureText, post, waitFor } from "./helpers.ts";
 
 const REQUEST = fixtureText("comfy-prompt-request.json");
@@ -80,6 +80,11 @@ describe("shared GPU ledger across both simulators", () => {
     await pair.stop();
     expect(pair.gpu.vramUsed()).toBe(0);
   });
+});
+
+test("the simulators refuse to listen beyond loopback", async () => {
+  await expect(startOllamaSim({ hostname: "0.0.0.0" })).rejects.toThrow(/loopback only/);
+  await expect(startComfySim({ hostname: "0.0.0.0" })).rejects.toThrow(/loopback only/);
 });
 
 test("stopped simulators leave nothing that keeps the process alive", async () => {

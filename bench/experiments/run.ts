@@ -1,0 +1,165 @@
+/**
+ * Experiments behind the notes in docs/BENCHMARKS.md (not part of `bun run bench`):
+ *
+ *   npx bun bench/experiments/run.ts throughput   proxy variants from bare Bun to the turnstile, c=1 and c=16
+ *   npx bun bench/experiments/run.ts memory       RSS with 1,000 open streams: turnstile in wait / reject mode, variants
+ *   npx bun bench/experiments/run.ts profile      CPU profile of the turnstile under c=16 small-JSON load
+ *   npx bun bench/experiments/run.ts startup      where the compiled binary's start-up time goes
+ *
+ * Same processes and rules as the benchmark: loopback only, every loop bounded.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { findWrk, runLoad } from "../lib/load.ts";
+import { freePort, memoryOf, spawnChild, stopAll, waitHttp, type Memory } from "../lib/proc.ts";
+import { median } from "../lib/stats.ts";
+import { startUpstreamHost } from "../lib/upstreams.ts";
+import { findNginx, startNginx } from "../nginx.ts";
+import { manyStreams } from "../scenarios/many-streams.ts";
+import { baseEnv, startTurnstileProc, type ProxyProc } from "../subjects.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const OUT = join(ROOT, "bench", "out", "experiments");
+const BUN = process.execPath;
+/** Built by `bun run bench` (scenario 6) or `bun build.ts --target linux-x64`. */
+const BINARY = join(ROOT, "dist", "gpu-turnstile-linux-x64");
+const note = (s: string) => process.stderr.write(`${s}\n`);
+
+async function startVariant(variant: string, upstream: string): Promise<ProxyProc> {
+  const port = freePort();
+  const child = spawnChild({
+    name: `variant-${variant}`,
+    cmd: [BUN, join(ROOT, "bench", "experiments", "variant-proxy.ts")],
+    env: { ...baseEnv(OUT), BUN_CONFIG_MAX_HTTP_REQUESTS: "65535", VARIANT: variant, UPSTREAM: upstream, PORT: String(port) },
+    logFile: join(OUT, `variant-${variant}.log`),
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitHttp(`${url}/api/version`, 10_000, `variant ${variant}`);
+  return { pid: child.pid, servingPid: child.pid, urls: { up: url }, memory: () => memoryOf(child.pid), stop: () => child.stop() };
+}
+
+async function throughput(): Promise<void> {
+  const up = await startUpstreamHost(BUN, { impl: "auto", ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
+  const upstream = up.urls["ollama.main"]!;
+  const subjects: [string, string, () => Promise<void>][] = [["direct", upstream, async () => {}]];
+  const nginx = findNginx();
+  if (nginx) {
+    const ng = await startNginx(nginx, join(OUT, "nginx"), [{ name: "up", upstream }], { workers: "auto", keepalive: 64 });
+    subjects.push(["nginx (2 workers)", ng.urls.up!, () => ng.stop()]);
+    const ng1 = await startNginx(nginx, join(OUT, "nginx1"), [{ name: "up", upstream }], { workers: 1, keepalive: 64 });
+    subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop()]);
+  }
+  for (const v of ["bare", "rewrap", "hono", "wrapped"]) {
+    const p = await startVariant(v, upstream);
+    subjects.push([`variant ${v}`, p.urls.up!, () => p.stop()]);
+  }
+  const t = await startTurnstileProc({ cmd: [BUN, "src/main.ts"], cwd: ROOT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true });
+  subjects.push(["turnstile", t.urls.up!, () => t.stop()]);
+  const wrk = findWrk();
+  const rounds = 3;
+  for (const c of [1, 16]) {
+    const rps = new Map<string, number[]>();
+    const p50 = new Map<string, number[]>();
+    for (let r = 0; r < rounds; r++) {
+      for (const [name, url] of subjects) {
+        await runLoad({ url: `${url}/api/tags`, connections: c, seconds: 1 }, wrk);
+        const res = await runLoad({ url: `${url}/api/tags`, connections: c, seconds: 4 }, wrk);
+        rps.set(name, [...(rps.get(name) ?? []), res.rps]);
+        p50.set(name, [...(p50.get(name) ?? []), res.p50Ms]);
+      }
+    }
+    note(`\nc=${c}, GET /api/tags, median of ${rounds} rounds × 4 s`);
+    for (const [name] of subjects) {
+      note(`  ${name.padEnd(18)} ${Math.round(median(rps.get(name)!)).toString().padStart(6)} req/s  p50 ${median(p50.get(name)!).toFixed(3)} ms   (rounds: ${rps.get(name)!.map((x) => Math.round(x)).join(", ")})`);
+    }
+  }
+  for (const [, , stop] of subjects) await stop();
+  await up.stop();
+}
+
+async function memory(): Promise<void> {
+  const up = await startUpstreamHost(BUN, { impl: "auto", ollama: { slow: { loadMs: 0, unloadMs: 50, tokenDelayMs: 500, tokens: 10_000 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.slow"] }, join(OUT, "upstreams.log"));
+  const upstream = up.urls["ollama.slow"]!;
+  const runs: [string, () => Promise<ProxyProc>][] = [
+    ["turnstile (LLM_BUSY_MODE=wait)", () => startTurnstileProc({ cmd: [BUN, "src/main.ts"], cwd: ROOT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true })],
+    ["turnstile (LLM_BUSY_MODE=reject)", () => startTurnstileProc({ cmd: [BUN, "src/main.ts"], cwd: ROOT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true, extraEnv: { LLM_BUSY_MODE: "reject" } })],
+    ["turnstile (Bun.gc every 1 s)", () => startTurnstileProc({ cmd: [BUN, join(ROOT, "bench", "experiments", "gc-entry.ts")], cwd: ROOT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true })],
+    ["turnstile (bun --smol)", () => startTurnstileProc({ cmd: [BUN, "--smol", "src/main.ts"], cwd: ROOT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true })],
+    ...(existsSync(BINARY)
+      ? ([
+          ["turnstile (compiled binary)", () => startTurnstileProc({ cmd: [BINARY], cwd: OUT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true })],
+        ] as [string, () => Promise<ProxyProc>][])
+      : []),
+    ["variant bare", () => startVariant("bare", upstream)],
+    ["variant rewrap", () => startVariant("rewrap", upstream)],
+    ["variant hono", () => startVariant("hono", upstream)],
+    ["variant wrapped", () => startVariant("wrapped", upstream)],
+  ];
+  const mib = (m?: Memory) => (m ? (m.rssKiB / 1024).toFixed(1) : "n/a");
+  const lines: string[] = [];
+  for (const [name, start] of runs) {
+    const p = await start();
+    const row = await manyStreams({ subject: "turnstile", url: p.urls.up! }, { streams: 1000, deadlineMs: 30_000, memory: () => p.memory(), note: () => {} });
+    lines.push(`  ${name.padEnd(34)} first chunks ${row.gotFirstChunk}/1000  RSS idle ${mib(row.memIdle)}  open ${mib(row.memOpen)}  after ${mib(row.memAfter)} MiB  (+${((row.memOpen!.rssKiB - row.memIdle!.rssKiB) / 1000).toFixed(1)} KiB per stream)`);
+    note(lines.at(-1)!);
+    await p.stop();
+    await Bun.sleep(500);
+  }
+  await up.stop();
+}
+
+async function profile(): Promise<void> {
+  const up = await startUpstreamHost(BUN, { impl: "auto", ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
+  const dir = join(OUT, "profile");
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const t = await startTurnstileProc({
+    cmd: [BUN, "--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${dir}`, "--cpu-prof-interval=200", "src/main.ts"],
+    cwd: ROOT,
+    ollama: { name: "up", url: up.urls["ollama.main"]! },
+    dir: OUT,
+    logFile: join(OUT, "turnstile-prof.log"),
+    presetFetchLimit: true,
+  });
+  const r = await runLoad({ url: `${t.urls.up}/api/tags`, connections: 16, seconds: 8 }, findWrk());
+  note(`under profile: ${Math.round(r.rps)} req/s at c=16`);
+  await t.stop();
+  await up.stop();
+  for (const f of readdirSync(dir)) note(`profile: ${join(dir, f)}`);
+  const md = readdirSync(dir).find((f) => f.endsWith(".md"));
+  if (md) note(readFileSync(join(dir, md), "utf8").split("\n").slice(0, 80).join("\n"));
+}
+
+async function startup(): Promise<void> {
+  // Time to import the modules `run` needs, from source, in a fresh process each.
+  const script = join(OUT, "import-time.ts");
+  mkdirSync(OUT, { recursive: true });
+  await Bun.write(
+    script,
+    `const t0 = performance.now();
+await import(${JSON.stringify(join(ROOT, "src/cli/index.ts"))});
+const t1 = performance.now();
+await import(${JSON.stringify(join(ROOT, "src/cli/serve.ts"))});
+const t2 = performance.now();
+console.log(JSON.stringify({ cli: t1 - t0, serve: t2 - t1, sinceStart: performance.now() }));
+`,
+  );
+  const samples: { cli: number; serve: number; sinceStart: number }[] = [];
+  for (let i = 0; i < 7; i++) {
+    const r = Bun.spawnSync([BUN, script], { env: baseEnv(OUT) });
+    samples.push(JSON.parse(r.stdout.toString().trim().split("\n").at(-1)!));
+  }
+  note(`from source: import src/cli/index.ts ${median(samples.map((s) => s.cli)).toFixed(1)} ms, then src/cli/serve.ts (config, hono, turnstile) ${median(samples.map((s) => s.serve)).toFixed(1)} ms; process clock at that point ${median(samples.map((s) => s.sinceStart)).toFixed(1)} ms`);
+}
+
+const cmd = process.argv[2] ?? "throughput";
+mkdirSync(OUT, { recursive: true });
+try {
+  if (cmd === "throughput") await throughput();
+  else if (cmd === "memory") await memory();
+  else if (cmd === "profile") await profile();
+  else if (cmd === "startup") await startup();
+  else note(`unknown experiment ${cmd}`);
+} finally {
+  await stopAll();
+}

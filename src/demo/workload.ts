@@ -1,0 +1,73 @@
+/**
+ * The scripted workload, the same with or without the turnstile: streaming chats from several
+ * clients, an embedding batch, an image job arriving mid-chat, a second one queued behind it, a
+ * chat that arrives while the images run, and a client that gives up while waiting.
+ */
+import { embed, generateImage, streamChat, type ChatResult, type ImageResult } from "./clients.ts";
+import { secs, type Timeline } from "./timeline.ts";
+import { demoWorkflow } from "./workflow.ts";
+
+export interface Targets {
+  ollama: string;
+  comfy: string;
+}
+
+export interface WorkloadResult {
+  chats: { who: string; r: ChatResult }[];
+  embeds: { ok: number; failed: number };
+  images: { who: string; r: ImageResult }[];
+}
+
+const CHAT_MODEL = "qwen2.5:7b";
+const EMBED_MODEL = "nomic-embed-text";
+
+export async function runWorkload(t: Targets, tl: Timeline): Promise<WorkloadResult> {
+  const at = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms - tl.elapsed())));
+  const chats: WorkloadResult["chats"] = [];
+  const images: WorkloadResult["images"] = [];
+
+  const chat = async (who: string, startMs: number, api: "ollama" | "openai", opts: { giveUpMs?: number } = {}) => {
+    await at(startMs);
+    tl.event(who, `asks ${CHAT_MODEL} (${api === "ollama" ? "POST /api/chat" : "POST /v1/chat/completions"}, streaming)`, "llm");
+    const signal = opts.giveUpMs ? AbortSignal.timeout(opts.giveUpMs) : undefined;
+    const r = await streamChat(t.ollama, { model: CHAT_MODEL, prompt: "Tell me about GPUs.", api, signal });
+    chats.push({ who, r });
+    if (r.aborted) tl.event(who, `gave up after ${secs(r.totalMs)} without an answer`, "warn");
+    else if (!r.ok) tl.event(who, `failed: HTTP ${r.status} ${r.error ?? ""}`, "warn");
+    else {
+      tl.event(who, `answered: first token after ${secs(r.firstTokenMs ?? 0)}, ${r.tokens} tokens in ${secs(r.totalMs)}`, "ok");
+    }
+  };
+
+  const image = async (who: string, startMs: number, text: string, seed: number) => {
+    await at(startMs);
+    tl.event(who, `queues an image: "${text}" (POST /prompt)`, "image");
+    const r = await generateImage(t.comfy, demoWorkflow(text, seed, `demo-${who}`), (id, ms) =>
+      tl.event(who, `ComfyUI accepted prompt ${id.slice(0, 8)} after ${secs(ms)}`, "image"),
+    );
+    images.push({ who, r });
+    if (r.ok) tl.event(who, `image ready after ${secs(r.doneMs ?? 0)}`, "ok");
+    else tl.event(who, `image failed: HTTP ${r.status} ${r.error ?? ""}`, "warn");
+  };
+
+  const embeds = { ok: 0, failed: 0 };
+  const indexer = async (startMs: number) => {
+    await at(startMs);
+    tl.event("rag-indexer", `embeds 4 batches of documents with ${EMBED_MODEL}`, "llm");
+    const t0 = tl.elapsed();
+    const rs = await Promise.all([0, 1, 2, 3].map((i) => embed(t.ollama, EMBED_MODEL, [`document ${i}a`, `document ${i}b`])));
+    for (const r of rs) r.ok ? embeds.ok++ : embeds.failed++;
+    tl.event("rag-indexer", `${embeds.ok} batches embedded in ${secs(tl.elapsed() - t0)}`, embeds.failed ? "warn" : "ok");
+  };
+
+  await Promise.all([
+    chat("alice", 0, "ollama"),
+    chat("bob", 300, "openai"),
+    indexer(600),
+    image("open-webui", 1200, "a lighthouse at dusk, oil painting", 42),
+    image("n8n", 1500, "a red bicycle in the rain", 7),
+    chat("carol", 1800, "ollama"),
+    chat("impatient", 2000, "openai", { giveUpMs: 2500 }),
+  ]);
+  return { chats, embeds, images };
+}

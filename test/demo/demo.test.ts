@@ -1,0 +1,41 @@
+/**
+ * The README's "run it" command: `gpu-turnstile demo --once` runs the scripted workload to its
+ * summary and reports 0 GPU overlaps; the same workload without the turnstile reports overlaps —
+ * so the first result means something.
+ */
+import { expect, test } from "bun:test";
+
+const MAIN = new URL("../../src/main.ts", import.meta.url).pathname;
+
+async function demo(...flags: string[]): Promise<{ code: number; out: string }> {
+  const p = Bun.spawn([process.execPath, MAIN, "demo", "--once", ...flags], {
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, NO_COLOR: "1", BUN_CONFIG_MAX_HTTP_REQUESTS: "65535" },
+  });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  return { code, out: out + err };
+}
+
+test(
+  "demo --once: every image made, chats answered, the impatient client gave up, 0 overlaps; without the turnstile: overlaps",
+  async () => {
+    const [withT, without] = await Promise.all([demo(), demo("--without-turnstile")]);
+
+    expect(withT.code).toBe(0);
+    expect(withT.out).toContain("summary (with the turnstile)");
+    expect(withT.out).toMatch(/images generated:\s+2 of 2/);
+    expect(withT.out).toMatch(/chats answered:\s+3 of 4, 1 client gave up while waiting/);
+    expect(withT.out).toMatch(/GPU overlaps: 0\n/);
+    expect(withT.out).toContain("VRAM oversubscribed:  0 time(s)");
+    // The timeline shows the phases an operator cares about.
+    expect(withT.out).toMatch(/image job 1 +Ollama emptied/);
+    expect(withT.out).toMatch(/image job 1 +ComfyUI freed its VRAM/);
+
+    expect(without.code).toBe(0);
+    expect(without.out).toContain("summary (WITHOUT the turnstile)");
+    const n = Number(/GPU overlaps: (\d+)/.exec(without.out)?.[1]);
+    expect(n).toBeGreaterThan(0);
+  },
+  60_000,
+);

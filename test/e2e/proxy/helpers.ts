@@ -1,0 +1,154 @@
+/**
+ * Shared pieces of the proxy end-to-end tests: a real turnstile in front of the simulated Ollama
+ * and ComfyUI (real sockets, ephemeral ports), and small readers for what a client sees.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { type SimPair, type SimPairOptions, startSimPair } from "../../../src/sim/index.ts";
+import { parseExposition, type Exposition } from "../../support/prom-parse.ts";
+import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
+
+export { until };
+
+/** Simulator timings short enough that a whole image job takes a few hundred ms at most. */
+export const FAST_SIMS: SimPairOptions = {
+  ollama: { loadMs: 10, unloadMs: 10, tokenDelayMs: 5 },
+  comfy: { jobMs: 100, freeDelayMs: 10 },
+};
+
+export interface Stack {
+  pair: SimPair;
+  t: TestTurnstile;
+  stop(): Promise<void>;
+}
+
+/** Both simulators on one GPU and a turnstile in front of both. */
+export async function startStack(env: Record<string, string> = {}, sims: SimPairOptions = {}): Promise<Stack> {
+  const pair = await startSimPair({
+    ...sims,
+    ollama: { ...FAST_SIMS.ollama, ...sims.ollama },
+    comfy: { ...FAST_SIMS.comfy, ...sims.comfy },
+  });
+  let t: TestTurnstile;
+  try {
+    t = startTestTurnstile({ OLLAMA_URL: pair.ollama.url, COMFY_URL: pair.comfy.url, ...env });
+  } catch (err) {
+    await pair.stop();
+    throw err;
+  }
+  return {
+    pair,
+    t,
+    async stop() {
+      await t.close();
+      await pair.stop();
+    },
+  };
+}
+
+/** Headers a hop may add, drop or rewrite: not part of what "passes through" means. */
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "date",
+]);
+
+export interface Seen {
+  status: number;
+  headers: [string, string][];
+  body: Uint8Array;
+}
+
+/** Status, end-to-end headers (sorted) and raw body bytes of a response. */
+export async function seen(res: Response): Promise<Seen> {
+  const headers: [string, string][] = [];
+  res.headers.forEach((v, k) => {
+    if (!HOP_BY_HOP.has(k)) headers.push([k, v]);
+  });
+  headers.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return { status: res.status, headers, body: new Uint8Array(await res.arrayBuffer()) };
+}
+
+/** Bun's fetch option that keeps a compressed body as sent (Bun inflates by default). */
+export type RawInit = RequestInit & { decompress?: boolean };
+
+/** fetch without decompression or redirect following: the bytes the server really sent. */
+export function rawFetch(url: string, init: RawInit = {}): Promise<Response> {
+  return fetch(url, { redirect: "manual", decompress: false, ...init } as RequestInit);
+}
+
+export function postJson(url: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json", ...headers },
+    signal,
+  });
+}
+
+export interface Health {
+  state: string;
+  llm_inflight: number;
+  image_pending: boolean;
+}
+
+export async function health(base: string): Promise<Health> {
+  const res = await fetch(`${base}/healthz`);
+  if (res.status !== 200) throw new Error(`/healthz answered ${res.status}`);
+  return (await res.json()) as Health;
+}
+
+/** GET /metrics, parsed by the strict exposition parser (so every scrape is also a format check). */
+export async function scrape(base: string): Promise<Exposition> {
+  const res = await fetch(`${base}/metrics`);
+  if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+  return parseExposition(await res.text());
+}
+
+const FIXTURE_DIRS = [join(import.meta.dir, "../../../../shared/api"), "/work/shared/api"];
+
+/** The ComfyUI prompt fixture (a full txt2img workflow) as a parsed object. */
+function promptFixture(): { prompt: Record<string, unknown> } {
+  for (const dir of FIXTURE_DIRS) {
+    try {
+      return JSON.parse(readFileSync(join(dir, "comfy-prompt-request.json"), "utf8")) as { prompt: Record<string, unknown> };
+    } catch {
+      // try the next location
+    }
+  }
+  throw new Error("comfy-prompt-request.json not found beside the work tree");
+}
+
+/** A /prompt body whose job runs `jobMs` on the simulated ComfyUI (its `sim_job_ms` knob). */
+export function promptBody(jobMs: number): string {
+  return JSON.stringify({ prompt: promptFixture().prompt, extra_data: { sim_job_ms: jobMs } });
+}
+
+/** POST /prompt through the ComfyUI listener; resolves with ComfyUI's answer (the job keeps running). */
+export async function startImageJob(t: TestTurnstile, jobMs: number): Promise<string> {
+  const res = await fetch(`${t.comfyUrl}/prompt`, { method: "POST", body: promptBody(jobMs), headers: { "content-type": "application/json" } });
+  const body = (await res.json()) as { prompt_id?: string };
+  if (res.status !== 200 || !body.prompt_id) throw new Error(`/prompt answered ${res.status}: ${JSON.stringify(body)}`);
+  return body.prompt_id;
+}
+
+/** Reads a streamed body chunk by chunk, noting when each network read arrived. */
+export async function readTimed(res: Response, onChunk?: (text: string, index: number) => void | Promise<void>): Promise<{ text: string; at: number }[]> {
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const dec = new TextDecoder();
+  const out: { text: string; at: number }[] = [];
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return out;
+    const text = dec.decode(value, { stream: true });
+    out.push({ text, at: performance.now() });
+    await onChunk?.(text, out.length - 1);
+  }
+}
