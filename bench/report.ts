@@ -127,14 +127,19 @@ export function renderMarkdown(r: Results): string {
   L.push("");
 
   if (r.passThrough?.length) {
-    const s = r.settings as { passSeconds?: number };
-    L.push(`### 1. Small JSON pass-through — \`GET /api/tags\` (${k(r.passThrough[0]!.bytesPerSec / Math.max(1, r.passThrough[0]!.rps))} B per answer), ${s.passSeconds ?? "?"} s per cell after a 1 s warm-up`, "");
-    L.push("| c | subject | req/s | p50 ms | p99 ms | vs direct | vs nginx | errors |", "|---:|---|---:|---:|---:|---:|---:|---:|");
+    const s = r.settings as { passSeconds?: number; passRounds?: number };
+    L.push(
+      `### 1. Small JSON pass-through — \`GET /api/tags\` (${k(r.passThrough[0]!.bytesPerSec / Math.max(1, r.passThrough[0]!.rps))} B per answer incl. head)`,
+      "",
+      `Closed loop, wrk with one thread. After a 1 s warm-up, the subjects take turns ${s.passRounds ?? "?"} times for ${s.passSeconds ?? "?"} s each; the best round counts (all rounds are in the JSON). Proxy CPU: user + system time of all the proxy's threads and processes during that round, from /proc, divided by the requests served — less sensitive to other load on the machine than req/s.`,
+      "",
+    );
+    L.push("| c | subject | req/s | p50 ms | p99 ms | vs direct | vs nginx | proxy CPU µs/req | errors |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for (const row of r.passThrough) {
       const d = pass(r.passThrough, "direct", row.connections);
       const n = pass(r.passThrough, "nginx", row.connections);
       L.push(
-        `| ${row.connections} | ${row.subject} | ${k(row.rps)} | ${f(row.p50Ms, 3)} | ${f(row.p99Ms, 3)} | ${d ? `${f((row.rps / d.rps) * 100, 0)} %` : "n/a"} | ${n ? `${f((row.rps / n.rps) * 100, 0)} %` : "n/a"} | ${row.errors} |`,
+        `| ${row.connections} | ${row.subject} | ${k(row.rps)} | ${f(row.p50Ms, 3)} | ${f(row.p99Ms, 3)} | ${d ? `${f((row.rps / d.rps) * 100, 0)} %` : "n/a"} | ${n ? `${f((row.rps / n.rps) * 100, 0)} %` : "n/a"} | ${row.cpuUsPerReq === undefined ? "—" : f(row.cpuUsPerReq, 0)} | ${row.errors} |`,
       );
     }
     L.push("");

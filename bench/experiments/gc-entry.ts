@@ -4,3 +4,4 @@
  */
 setInterval(() => Bun.gc(true), Number(process.env.GC_EVERY_MS ?? 1000)).unref();
 await import("../../src/main.ts");
+export {};

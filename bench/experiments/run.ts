@@ -11,7 +11,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { findWrk, runLoad } from "../lib/load.ts";
-import { freePort, memoryOf, spawnChild, stopAll, waitHttp, type Memory } from "../lib/proc.ts";
+import { freePort, memoryOf, spawnChild, stopAll, threadCpuMs, treeCpuMs, waitHttp, type Memory } from "../lib/proc.ts";
 import { median } from "../lib/stats.ts";
 import { startUpstreamHost } from "../lib/upstreams.ts";
 import { findNginx, startNginx } from "../nginx.ts";
@@ -41,36 +41,39 @@ async function startVariant(variant: string, upstream: string): Promise<ProxyPro
 async function throughput(): Promise<void> {
   const up = await startUpstreamHost(BUN, { impl: "auto", ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
   const upstream = up.urls["ollama.main"]!;
-  const subjects: [string, string, () => Promise<void>][] = [["direct", upstream, async () => {}]];
+  const subjects: [string, string, () => Promise<void>, number?][] = [["direct", upstream, async () => {}]];
   const nginx = findNginx();
   if (nginx) {
     const ng = await startNginx(nginx, join(OUT, "nginx"), [{ name: "up", upstream }], { workers: "auto", keepalive: 64 });
-    subjects.push(["nginx (2 workers)", ng.urls.up!, () => ng.stop()]);
+    subjects.push(["nginx (2 workers)", ng.urls.up!, () => ng.stop(), ng.pid]);
     const ng1 = await startNginx(nginx, join(OUT, "nginx1"), [{ name: "up", upstream }], { workers: 1, keepalive: 64 });
-    subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop()]);
+    subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
   }
-  for (const v of ["bare", "rewrap", "hono", "wrapped"]) {
+  for (const v of ["bare", "rewrap", "hono", "wrapped", "socket"]) {
     const p = await startVariant(v, upstream);
-    subjects.push([`variant ${v}`, p.urls.up!, () => p.stop()]);
+    subjects.push([`variant ${v}`, p.urls.up!, () => p.stop(), p.pid]);
   }
   const t = await startTurnstileProc({ cmd: [BUN, "src/main.ts"], cwd: ROOT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true });
-  subjects.push(["turnstile", t.urls.up!, () => t.stop()]);
+  subjects.push(["turnstile", t.urls.up!, () => t.stop(), t.servingPid]);
   const wrk = findWrk();
   const rounds = 3;
   for (const c of [1, 16]) {
     const rps = new Map<string, number[]>();
     const p50 = new Map<string, number[]>();
+    const cpu = new Map<string, number[]>();
     for (let r = 0; r < rounds; r++) {
-      for (const [name, url] of subjects) {
+      for (const [name, url, , pid] of subjects) {
         await runLoad({ url: `${url}/api/tags`, connections: c, seconds: 1 }, wrk);
+        const c0 = pid ? treeCpuMs(pid) : 0;
         const res = await runLoad({ url: `${url}/api/tags`, connections: c, seconds: 4 }, wrk);
+        if (pid) cpu.set(name, [...(cpu.get(name) ?? []), ((treeCpuMs(pid) - c0) * 1000) / res.requests]);
         rps.set(name, [...(rps.get(name) ?? []), res.rps]);
         p50.set(name, [...(p50.get(name) ?? []), res.p50Ms]);
       }
     }
     note(`\nc=${c}, GET /api/tags, median of ${rounds} rounds × 4 s`);
     for (const [name] of subjects) {
-      note(`  ${name.padEnd(18)} ${Math.round(median(rps.get(name)!)).toString().padStart(6)} req/s  p50 ${median(p50.get(name)!).toFixed(3)} ms   (rounds: ${rps.get(name)!.map((x) => Math.round(x)).join(", ")})`);
+      note(`  ${name.padEnd(18)} ${Math.round(median(rps.get(name)!)).toString().padStart(6)} req/s  p50 ${median(p50.get(name)!).toFixed(3)} ms  CPU ${cpu.has(name) ? median(cpu.get(name)!).toFixed(0) : "—"} µs/req   (rounds: ${rps.get(name)!.map((x) => Math.round(x)).join(", ")})`);
     }
   }
   for (const [, , stop] of subjects) await stop();
@@ -94,6 +97,7 @@ async function memory(): Promise<void> {
     ["variant rewrap", () => startVariant("rewrap", upstream)],
     ["variant hono", () => startVariant("hono", upstream)],
     ["variant wrapped", () => startVariant("wrapped", upstream)],
+    ["variant socket", () => startVariant("socket", upstream)],
   ];
   const mib = (m?: Memory) => (m ? (m.rssKiB / 1024).toFixed(1) : "n/a");
   const lines: string[] = [];
@@ -121,8 +125,14 @@ async function profile(): Promise<void> {
     logFile: join(OUT, "turnstile-prof.log"),
     presetFetchLimit: true,
   });
+  const before = threadCpuMs(t.servingPid);
   const r = await runLoad({ url: `${t.urls.up}/api/tags`, connections: 16, seconds: 8 }, findWrk());
-  note(`under profile: ${Math.round(r.rps)} req/s at c=16`);
+  const after = threadCpuMs(t.servingPid);
+  note(`under profile: ${Math.round(r.rps)} req/s at c=16; CPU per thread during the load (ms of ${(r.seconds * 1000).toFixed(0)}):`);
+  for (const [name, ms] of after) {
+    const used = ms - (before.get(name) ?? 0);
+    if (used > 0) note(`  ${name.padEnd(20)} ${used.toFixed(0)} ms  (${((used / (r.seconds * 1000)) * 100).toFixed(0)} % of a core, ${((used * 1000) / r.requests).toFixed(1)} µs per request)`);
+  }
   await t.stop();
   await up.stop();
   for (const f of readdirSync(dir)) note(`profile: ${join(dir, f)}`);

@@ -178,3 +178,36 @@ export async function cpuBusy(ms: number): Promise<number> {
   const b = cpuTimes();
   return b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : 0;
 }
+
+/** CPU time (ms) used so far by each thread of `pid`, summed by thread name. */
+export function threadCpuMs(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  const tick = 1000 / 100; // USER_HZ is 100 on Linux
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const ms = (Number(rest[11]) + Number(rest[12])) * tick;
+      out.set(name, (out.get(name) ?? 0) + ms);
+    } catch {
+      // thread ended
+    }
+  }
+  return out;
+}
+
+/** CPU time (ms, user + system, all threads) used so far by a process and its descendants. */
+export function treeCpuMs(pid: number): number {
+  let total = 0;
+  for (const p of [pid, ...descendants(pid)]) {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, "utf8");
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      total += (Number(rest[11]) + Number(rest[12])) * 10; // USER_HZ = 100
+    } catch {
+      // exited
+    }
+  }
+  return total;
+}

@@ -6,6 +6,8 @@ export interface Target {
   subject: SubjectName;
   /** Base URL, no trailing slash. */
   url: string;
+  /** CPU ms used so far by the subject's processes (absent for the direct connection). */
+  cpuMs?: () => number;
 }
 
 export const CHAT_BODY = (content: string, numPredict?: number): string =>

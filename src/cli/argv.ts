@@ -27,8 +27,10 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
   "install-service": [
     { name: "config", value: true },
     { name: "no-copy", value: false },
+    // Hidden: added by the Windows UAC relaunch so the elevated child can hand its output back.
+    { name: "elevated-log", value: true },
   ],
-  "remove-service": [],
+  "remove-service": [{ name: "elevated-log", value: true }],
   "force-update": [{ name: "config", value: true }],
   demo: [
     { name: "once", value: false },

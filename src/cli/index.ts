@@ -3,10 +3,16 @@
  * module is imported lazily so platform code (systemd, Windows) loads only when used.
  */
 import { defineCommand, renderUsage, runCommand, type CommandDef } from "citty";
+import type { ServiceHost } from "../service/index.ts";
 import { VERSION } from "../version.ts";
-import { COMMAND_FLAGS, normalizeArgv, UsageError, type CommandName } from "./argv.ts";
+import { normalizeArgv, UsageError, type CommandName } from "./argv.ts";
 
 const configArg = { type: "string", description: "env-style config file (also -config <path>)", valueHint: "path" } as const;
+
+/** The service manager we report to (a no-op on a console run); set by runCli. */
+let host: ServiceHost | undefined;
+/** This invocation's arguments as given: the Windows UAC relaunch repeats them. */
+let givenArgv: readonly string[] = [];
 
 const commands: Record<CommandName, CommandDef<any>> = {
   run: defineCommand({
@@ -14,8 +20,10 @@ const commands: Record<CommandName, CommandDef<any>> = {
     args: { config: configArg },
     async run({ args }) {
       const { serve } = await import("./serve.ts");
-      const running = serve({ configPath: args.config });
-      process.exitCode = await running.done;
+      const running = await serve({ configPath: args.config, host });
+      const code = await running.done;
+      host?.stopped(code);
+      process.exit(code);
     },
   }),
   version: defineCommand({
@@ -31,15 +39,21 @@ const commands: Record<CommandName, CommandDef<any>> = {
       "no-copy": { type: "boolean", description: "register this executable where it is; leave the config untouched" },
     },
     async run({ args }) {
-      const { installService } = await import("./service.ts");
-      process.exitCode = await installService({ configPath: args.config, noCopy: args["no-copy"] === true });
+      const { install } = await import("../service/index.ts");
+      process.exitCode = await install({
+        argv: givenArgv,
+        configPath: args.config,
+        noCopy: args["no-copy"] === true,
+        version: VERSION,
+        elevatedLog: args["elevated-log"] as string | undefined,
+      });
     },
   }),
   "remove-service": defineCommand({
     meta: { name: "remove-service", description: "Stop and remove the system service; the config stays (also --remove-service)" },
-    async run() {
-      const { removeService } = await import("./service.ts");
-      process.exitCode = await removeService();
+    async run({ args }) {
+      const { remove } = await import("../service/index.ts");
+      process.exitCode = await remove({ argv: givenArgv, elevatedLog: args["elevated-log"] as string | undefined });
     },
   }),
   "force-update": defineCommand({
@@ -68,7 +82,10 @@ const main = defineCommand({
   subCommands: commands,
 });
 
-export async function runCli(argv: readonly string[]): Promise<void> {
+export async function runCli(argv: readonly string[], serviceHost?: ServiceHost): Promise<void> {
+  host = serviceHost;
+  givenArgv = argv;
+  if (host?.problem) process.stderr.write(`gpu-turnstile: ${host.problem}\n`);
   let n;
   try {
     n = normalizeArgv(argv);
@@ -82,11 +99,10 @@ export async function runCli(argv: readonly string[]): Promise<void> {
     process.stdout.write((await renderUsage(cmd, cmd === main ? undefined : main)) + "\n");
     return;
   }
-  if (n.command === "run" || COMMAND_FLAGS[n.command].length > 0 || n.command === "demo") {
-    if (n.command === "run" || n.command === "demo") {
-      const { ensureFetchLimit } = await import("../runtime/fetch-limit.ts");
-      await ensureFetchLimit();
-    }
+  // A process the Windows SCM started must stay the one it talks to: its limit comes from the registry.
+  if ((n.command === "run" || n.command === "demo") && host?.kind !== "windows-service") {
+    const { ensureFetchLimit } = await import("../runtime/fetch-limit.ts");
+    await ensureFetchLimit();
   }
   await runCommand(commands[n.command], { rawArgs: n.args });
 }

@@ -6,6 +6,7 @@ import { ConfigError, describeConfig, loadConfig } from "../config/index.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
+import type { ServiceHost } from "../service/index.ts";
 import { startTurnstile, type Turnstile } from "../turnstile.ts";
 import { cleanupAfterStart, startUpdater } from "../update/index.ts";
 import { VERSION } from "../version.ts";
@@ -15,6 +16,8 @@ export interface ServeOptions {
   env?: Record<string, string | undefined>;
   /** Started by systemd or the Windows service manager (restarts us after exit 3). */
   isService?: boolean;
+  /** The service manager to tell about readiness, state and stopping. */
+  host?: ServiceHost;
 }
 
 /** systemd sets INVOCATION_ID for every unit it starts; our Windows service wrapper sets GPU_TURNSTILE_SERVICE. */
@@ -34,13 +37,17 @@ export function wantColor(env: Record<string, string | undefined>): boolean {
 export type Loaded = { config: Config; log: RootLogger; describe: string[]; warnings: string[]; source: string };
 
 /** Load config and open the log; a ConfigError or an unopenable LOG_FILE becomes one line and exit 1. */
-export function loadOrExit(opts: ServeOptions): Loaded {
+export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
   const env = opts.env ?? process.env;
   let loaded;
   try {
     loaded = loadConfig({ argvConfigPath: opts.configPath, env, execPath: configAnchor() });
   } catch (err) {
     if (err instanceof ConfigError) {
+      // Double-clicked on Windows: the console closes with us, so explain and wait for a key.
+      if (process.platform === "win32" && isCompiled() && (await explainToExplorer(err.message, opts.configPath)) === "exit") {
+        process.exit(1);
+      }
       process.stderr.write(`gpu-turnstile: ${err.message}\n`);
       for (const p of err.problems.slice(1)) process.stderr.write(`gpu-turnstile: config error: ${p}\n`);
       process.exit(1);
@@ -82,9 +89,30 @@ export interface Running {
   shutdown(code: number): void;
 }
 
-export function serve(opts: ServeOptions): Running {
+async function explainToExplorer(problem: string | null, configPath: string | undefined): Promise<"run" | "exit" | "not-explorer"> {
+  const { explorerStart, realConfigOps, waitForKeyPress } = await import("../service/index.ts");
+  const { nodePlatform } = await import("../service/platform-node.ts");
+  const { consoleProcessCount } = await import("../service/windows-native.ts");
+  const exeDir = process.execPath.slice(0, process.execPath.lastIndexOf("\\"));
+  return explorerStart({
+    p: nodePlatform(),
+    exePath: process.execPath,
+    version: VERSION,
+    configProblem: problem,
+    configPath: configPath ?? process.env.GPU_TURNSTILE_CONFIG ?? `${exeDir}\\gpu-turnstile.env`,
+    renderSample: realConfigOps.renderSample,
+    consoleProcessCount,
+    print: (line) => console.log(line),
+    waitForKey: waitForKeyPress,
+  });
+}
+
+export async function serve(opts: ServeOptions): Promise<Running> {
   const env = opts.env ?? process.env;
-  const l = loadOrExit(opts);
+  const host = opts.host;
+  const l = await loadOrExit(opts);
+  // A valid config, double-clicked: say that closing the window stops it, and how to install the service.
+  if (process.platform === "win32" && isCompiled() && host?.kind !== "windows-service") await explainToExplorer(null, opts.configPath);
   logStartup(l, env);
   const { config, log } = l;
   let turnstile: Turnstile;
@@ -95,6 +123,15 @@ export function serve(opts: ServeOptions): Running {
     process.exit(1);
   }
   for (const b of turnstile.listeners) log.warn(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
+  host?.ready();
+  const tellState = () => {
+    const s = turnstile.lock.snapshot();
+    host?.status(`GPU ${s.state}, ${s.llmInflight} LLM request(s), ${s.imageWaiting} image job(s) waiting`);
+  };
+  tellState();
+  turnstile.lock.onEvent((e) => {
+    if (e.type === "transition") tellState();
+  });
 
   // The new version is up: the previous binary kept for rollback is no longer needed.
   if (isCompiled()) for (const f of cleanupAfterStart(process.execPath)) log.info("removed the previous binary", { file: f });
@@ -106,7 +143,7 @@ export function serve(opts: ServeOptions): Running {
     config,
     version: VERSION,
     execPath: process.execPath,
-    isService: opts.isService ?? runningAsService(env),
+    isService: opts.isService ?? (host?.kind === "windows-service" || runningAsService(env)),
     waitIdle: () => turnstile.whenIdle(),
     beginShutdown: (code) => shutdown(code),
     log,
@@ -115,6 +152,7 @@ export function serve(opts: ServeOptions): Running {
     if (stopping) return;
     stopping = true;
     updater.stop();
+    host?.stopping();
     log.warn(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout: `${config.shutdownTimeoutMs}ms` });
     void turnstile.stop().then(() => {
       log.warn("stopped");
@@ -123,5 +161,6 @@ export function serve(opts: ServeOptions): Running {
   };
   process.on("SIGINT", () => shutdown(0));
   process.on("SIGTERM", () => shutdown(0));
+  host?.onStopRequest(() => shutdown(0));
   return { turnstile, log, done, shutdown };
 }

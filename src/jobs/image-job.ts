@@ -62,13 +62,26 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   const clientSignal = req.signal;
   let lease: ImageLease | undefined;
   let acquiredAt = 0;
+  let heldMs = 0;
+  let everHeld = false;
+  let reported = false;
 
-  const release = (outcome: JobOutcome, promptId?: string) => {
+  // Gives the GPU back; idempotent. Between attempts (ComfyUI refused the connection) that is all.
+  const giveBack = () => {
     if (!lease) return;
     const l = lease;
     lease = undefined;
     l.release();
-    emit({ phase: "released", jobId, promptId, outcome, heldMs: performance.now() - acquiredAt });
+    heldMs = performance.now() - acquiredAt;
+  };
+  // The job's end: reported once per job, not once per attempt — a job that found ComfyUI down
+  // five times and then completed was counted as five upstream_error jobs plus one completed.
+  // A client that left before the GPU was ever granted leaves no trace.
+  const release = (outcome: JobOutcome, promptId?: string) => {
+    giveBack();
+    if (!everHeld || reported) return;
+    reported = true;
+    emit({ phase: "released", jobId, promptId, outcome, heldMs });
   };
 
   // Taken before every attempt to reach ComfyUI. If ComfyUI is down the attempt fails, the GPU is
@@ -76,6 +89,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   const acquire = async (): Promise<Hold> => {
     const l = await lock.acquireImage(clientSignal);
     lease = l;
+    everHeld = true;
     acquiredAt = performance.now();
     emit({ phase: "acquired", jobId, waitedMs: l.waitedMs });
     await unloadOllama(jobId, deps);
@@ -83,12 +97,14 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       release("client_gone");
       throw clientSignal.reason;
     }
-    return { release: () => release("upstream_error") };
+    return { release: giveBack };
   };
 
   // Once the body is on its way ComfyUI may queue the job whatever the client does, so the
   // upstream request is not tied to the client's signal; JOB_TIMEOUT bounds a ComfyUI that hangs.
-  const fetchSignal = AbortSignal.timeout(settings.jobTimeoutMs);
+  // The timeout starts per attempt: one made on arrival had often expired by the time a job that
+  // queued behind others got the GPU, and that job got a 502 without reaching ComfyUI.
+  const fetchSignal = () => AbortSignal.timeout(settings.jobTimeoutMs);
   const started = performance.now();
   let result;
   try {
@@ -197,7 +213,12 @@ async function finishJob(jobId: number, promptId: string, deps: ImageJobDeps): P
       }
     }
   } catch (err) {
-    error = describeFetchError(err);
+    // The last /system_stats read gets only what is left of FREE_TIMEOUT (often a millisecond),
+    // so a deadline hit there surfaced as a bare "The operation timed out."; name the timeout.
+    error =
+      Date.now() >= deadline
+        ? `VRAM not released within FREE_TIMEOUT (${settings.freeTimeoutMs} ms): ${describeFetchError(err)}`
+        : describeFetchError(err);
   }
   emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, vramBefore, vramAfter, released, error });
   return end === "success" ? "completed" : end === "error" ? "failed" : "timeout";

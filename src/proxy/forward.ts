@@ -33,8 +33,12 @@ export interface ForwardOptions {
   upstream: URL;
   /** The client's signal: aborting it cancels the upstream request and any backoff at once. */
   signal: AbortSignal;
-  /** Overrides `signal` for the upstream request itself (not for waits), when a request must outlive its client. */
-  fetchSignal?: AbortSignal;
+  /**
+   * Overrides `signal` for the upstream request itself (not for waits), when a request must outlive
+   * its client. A function is called once per attempt, so a timeout it creates starts when the
+   * attempt does (not when the request arrived and began waiting for the lock).
+   */
+  fetchSignal?: AbortSignal | (() => AbortSignal);
   clientIp?: string;
   retry: RetryPolicy;
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
@@ -84,7 +88,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
         body: body.next(),
         redirect: "manual",
         decompress: false,
-        signal: opts.fetchSignal ?? signal,
+        signal: (typeof opts.fetchSignal === "function" ? opts.fetchSignal() : opts.fetchSignal) ?? signal,
         duplex: "half",
       };
       res = await fetch(url, init);

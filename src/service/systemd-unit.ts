@@ -43,12 +43,16 @@ Type=notify
 ExecStart=${execArg(opts.execPath)}
 # "-": a missing file is reported by gpu-turnstile itself, with the setting it needs.
 EnvironmentFile=-${escapeSpecifiers(opts.configPath)}
+# Bun reads its fetch concurrency limit (default 256) only at process start.
+Environment=BUN_CONFIG_MAX_HTTP_REQUESTS=65535
 Restart=on-failure
 RestartSec=5s
 WatchdogSec=30
 
 DynamicUser=yes
 StateDirectory=gpu-turnstile
+# The one other writable place: LOG_FILE=/var/log/gpu-turnstile/gpu-turnstile.log works.
+LogsDirectory=gpu-turnstile
 ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes

@@ -73,7 +73,6 @@ const POLL_MS = 500;
 
 export async function installWindows(p: Platform, o: WindowsInstallOptions): Promise<Outcome> {
   const r = new Report(o.onLine);
-  const L = windowsLayout(p.env);
 
   if (!(await p.isElevated())) {
     r.error("install-service needs administrator rights (nothing was changed)");
@@ -328,6 +327,28 @@ async function ensureExtras(p: Platform, r: Report, fresh: boolean): Promise<boo
     }
     if (!fresh) r.info(`service: ${s.what} re-applied`);
   }
+  return ensureServiceEnvironment(p, r, fresh);
+}
+
+/**
+ * Bun reads its fetch concurrency limit (256 by default) only at process start, and a process the
+ * SCM started cannot re-run itself with it lifted (the SCM talks to the process it started), so
+ * the service key's Environment value sets it. See SPEC.md, "Bun's fetch concurrency limit".
+ */
+export const SERVICE_ENVIRONMENT = "BUN_CONFIG_MAX_HTTP_REQUESTS=65535";
+
+async function ensureServiceEnvironment(p: Platform, r: Report, fresh: boolean): Promise<boolean> {
+  const key = `HKLM\\SYSTEM\\CurrentControlSet\\Services\\${SERVICE_NAME}`;
+  if (!fresh) {
+    const q = await p.run("reg.exe", ["query", key, "/v", "Environment"]);
+    if (q.code === 0 && q.stdout.includes(SERVICE_ENVIRONMENT)) return true;
+  }
+  const res = await p.run("reg.exe", ["add", key, "/v", "Environment", "/t", "REG_MULTI_SZ", "/d", SERVICE_ENVIRONMENT, "/f"]);
+  if (res.code !== 0) {
+    r.error(`reg.exe add ${key} Environment failed (exit ${res.code}): ${text(res)}`);
+    return false;
+  }
+  if (!fresh) r.info("service: environment (fetch concurrency limit) re-applied");
   return true;
 }
 

@@ -38,6 +38,7 @@ export class FakeScm {
     p.script = (cmd, args) => {
       if (cmd === "sc.exe") return this.sc(args);
       if (cmd === "icacls.exe") return this.icacls(args);
+      if (cmd === "reg.exe") return this.reg(args);
       return { code: 127, stdout: "", stderr: `${cmd}: not found` };
     };
   }
@@ -46,7 +47,7 @@ export class FakeScm {
   actions(): string[] {
     return this.p
       .commandLines()
-      .filter((l) => !/^sc\.exe (query|qc|qfailure|qfailureflag|qsidtype) /.test(l));
+      .filter((l) => !/^sc\.exe (query|qc|qfailure|qfailureflag|qsidtype) /.test(l) && !/^reg\.exe query /.test(l));
   }
 
   private sc(args: readonly string[]): RunResult {
@@ -143,6 +144,22 @@ export class FakeScm {
     if (s.state !== 2 && s.state !== 3) return;
     if (this.pendingLeft-- > 0) return;
     s.state = this.pendingTarget;
+  }
+
+  /** The service key's Environment value (REG_MULTI_SZ), as reg.exe add / query see it. */
+  environment: string | undefined;
+
+  private reg(args: readonly string[]): RunResult {
+    const [verb] = args;
+    if (!this.service) return { code: 1, stdout: "", stderr: "ERROR: The system was unable to find the specified registry key or value.\r\n" };
+    if (verb === "add") {
+      this.environment = args[args.indexOf("/d") + 1];
+      return { code: 0, stdout: "The operation completed successfully.\r\n", stderr: "" };
+    }
+    if (verb === "query" && this.environment !== undefined) {
+      return { code: 0, stdout: `\r\nHKEY_LOCAL_MACHINE\\SYSTEM\\CurrentControlSet\\Services\\gpu-turnstile\r\n    Environment    REG_MULTI_SZ    ${this.environment}\r\n`, stderr: "" };
+    }
+    return { code: 1, stdout: "", stderr: "ERROR: The system was unable to find the specified registry key or value.\r\n" };
   }
 
   private icacls(args: readonly string[]): RunResult {

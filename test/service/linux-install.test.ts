@@ -3,7 +3,7 @@
  * real files, real processes, only systemd itself is pretend.
  */
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { installLinux, LINUX_LAYOUT, removeLinux } from "../../src/service/linux-install.ts";
@@ -23,7 +23,7 @@ let self: string;
 function platform(extraEnv: Record<string, string> = {}) {
   return nodePlatform({
     root,
-    env: { PATH: `${FIXTURES}:${process.env.PATH}`, FAKE_SYSTEMCTL_STATE: state, ...extraEnv },
+    env: { PATH: `${join(dir, "bin")}:${process.env.PATH}`, FAKE_SYSTEMCTL_STATE: state, ...extraEnv },
   });
 }
 
@@ -46,6 +46,10 @@ beforeEach(() => {
   mkdirSync(join(root, "run/systemd/system"), { recursive: true });
   mkdirSync(state);
   mkdirSync(join(dir, "dl"));
+  // A copy, made executable here: the exec bit of a checked-out fixture is not something to rely on.
+  mkdirSync(join(dir, "bin"));
+  copyFileSync(join(FIXTURES, "systemctl"), join(dir, "bin", "systemctl"));
+  chmodSync(join(dir, "bin", "systemctl"), 0o755);
   self = join(dir, "dl", "gpu-turnstile");
   writeFileSync(self, "#!binary v1\n");
   chmodSync(self, 0o755);

@@ -18,6 +18,8 @@ describe("renderUnit", () => {
     ["Service", "WatchdogSec", "30"],
     ["Service", "Restart", "on-failure"],
     ["Service", "RestartSec", "5s"],
+    ["Service", "Environment", "BUN_CONFIG_MAX_HTTP_REQUESTS=65535"],
+    ["Service", "LogsDirectory", "gpu-turnstile"],
     ["Service", "DynamicUser", "yes"],
     ["Service", "StateDirectory", "gpu-turnstile"],
     ["Service", "ProtectSystem", "strict"],

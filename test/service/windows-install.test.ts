@@ -49,6 +49,7 @@ describe("installWindows: first install", () => {
       "sc.exe failure gpu-turnstile reset= 86400 actions= restart/5000/restart/5000/restart/5000",
       "sc.exe failureflag gpu-turnstile 1",
       "sc.exe sidtype gpu-turnstile unrestricted",
+      "reg.exe add HKLM\\SYSTEM\\CurrentControlSet\\Services\\gpu-turnstile /v Environment /t REG_MULTI_SZ /d BUN_CONFIG_MAX_HTTP_REQUESTS=65535 /f",
       `icacls.exe C:\\Program Files\\gpu-turnstile /grant ${ACCOUNT}:(OI)(CI)(M)`,
       `icacls.exe C:\\ProgramData\\gpu-turnstile /grant ${ACCOUNT}:(OI)(CI)(M)`,
       "sc.exe start gpu-turnstile",
@@ -56,6 +57,8 @@ describe("installWindows: first install", () => {
     // The registered command line is exactly one argument to sc.exe, quoted for the path's space.
     expect(p.calls[1]!.args[3]).toBe(BINPATH);
     expect(scm.service).toMatchObject({ state: 4, account: ACCOUNT, startType: 2, failureFlag: true, sidType: "UNRESTRICTED" });
+    // The SCM's process cannot re-run itself to lift Bun's fetch limit: the service environment does.
+    expect(scm.environment).toBe("BUN_CONFIG_MAX_HTTP_REQUESTS=65535");
     expect(p.slept).toBeGreaterThan(0); // it waited for RUNNING instead of trusting sc start
     expect(formatLines(out.lines)).toContain("logs: C:\\ProgramData\\gpu-turnstile\\gpu-turnstile.log");
   });

@@ -34,20 +34,26 @@ let dir = "";
 let env: Record<string, string> = {};
 const SERVICE = "gt-smoke";
 
+let runs = 0;
+/**
+ * Output goes through a file, not a pipe: wine starts wineserver and services.exe in the
+ * background, and they would hold a pipe open long after the command itself exited.
+ */
 async function run(cmd: string[], timeoutMs = 60_000): Promise<{ code: number; out: string }> {
-  const proc = Bun.spawn(cmd, { env, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  const outFile = join(dir, `run-${++runs}.out`);
+  const proc = Bun.spawn(cmd, { env, stdout: Bun.file(outFile), stderr: Bun.file(outFile), stdin: "ignore" });
   const timer = setTimeout(() => proc.kill(), timeoutMs);
-  const [out, err] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  const code = await proc.exited;
   clearTimeout(timer);
-  return { code: await proc.exited, out: out + err };
+  return { code, out: existsSync(outFile) ? readFileSync(outFile, "utf8") : "" };
 }
 
 const sc = (...args: string[]) => run([wine!, "sc", ...args]);
 
-async function waitForState(state: number, deadlineMs = 30_000): Promise<string> {
+async function waitForState(state: number, name = SERVICE, deadlineMs = 30_000): Promise<string> {
   const deadline = Date.now() + deadlineMs;
   for (;;) {
-    const q = await sc("query", SERVICE);
+    const q = await sc("query", name);
     const m = /STATE\s*:\s*(\d+)/.exec(q.out);
     if (m && Number(m[1]) === state) return q.out;
     if (Date.now() > deadline) throw new Error(`service never reached state ${state}: ${q.out}`);
@@ -66,8 +72,11 @@ beforeAll(async () => {
   if (dll.code !== 0) throw new Error(`stub DLL: ${dll.out}`);
   const exe = await run([process.execPath, "build", "--compile", "--target=bun-windows-x64", join(FIXTURES, "wine-service-entry.ts"), "--outfile", join(dir, "gt-svc.exe")], 120_000);
   if (exe.code !== 0) throw new Error(`cross-compile: ${exe.out}`);
+  // Order matters: let wineboot's server finish, then start a persistent one, which keeps
+  // services.exe (and our service) alive between sc.exe calls. Starting the persistent server
+  // before wineboot left two services.exe fighting over the service database.
   await run([wine!, "wineboot", "-i"], 120_000);
-  // Keep wineserver (and with it services.exe and our service) alive between sc.exe calls.
+  await run([wineserver!, "-w"], 60_000);
   await run([wineserver!, "-p"]);
 }, 240_000);
 
@@ -100,14 +109,14 @@ describe.skipIf(!usable)("a Bun-built exe as a Windows service under wine", () =
 
   test("a non-zero exit is reported as a service-specific error (what triggers recovery)", async () => {
     const binPath = `${winPath(join(dir, "gt-svc.exe"))} --windows-service --log ${winPath(logPath())} --exit-code 3`;
-    expect((await sc("config", SERVICE, "binPath=", binPath)).code).toBe(0);
-    await sc("start", SERVICE);
-    await waitForState(4);
-    await sc("stop", SERVICE);
-    const stopped = await waitForState(1);
+    // wine's sc.exe has no `config`: register the variant under its own name.
+    expect((await sc("create", `${SERVICE}-3`, "binPath=", binPath)).code).toBe(0);
+    await sc("start", `${SERVICE}-3`);
+    await waitForState(4, `${SERVICE}-3`);
+    await sc("stop", `${SERVICE}-3`);
+    const stopped = await waitForState(1, `${SERVICE}-3`);
     expect(stopped).toMatch(/WIN32_EXIT_CODE\s*:\s*1066\b/);
     expect(stopped).toMatch(/SERVICE_EXIT_CODE\s*:\s*3\b/);
-    await sc("delete", SERVICE);
   }, 90_000);
 
   test("started from a console with the service flag: runs as a console program and says why", async () => {

@@ -40,6 +40,8 @@ export async function startStack(env: Record<string, string> = {}, sims: SimPair
     pair,
     t,
     async stop() {
+      // Let a background image job finish first, so it never polls a stopped simulator after its test.
+      await t.settled().catch(() => {});
       await t.close();
       await pair.stop();
     },

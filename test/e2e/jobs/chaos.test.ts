@@ -1,0 +1,246 @@
+/**
+ * Seeded chaos: one simulated GPU shared by both simulators, the turnstile in front, and a random
+ * mix of concurrent chats (streamed and not), embeddings, OpenAI SSE, image jobs (some failing in
+ * ComfyUI), ComfyUI 400s and client aborts at random moments. Whatever the interleaving:
+ *
+ * - the GPU ledger shows no moment where Ollama and ComfyUI both held memory;
+ * - every prompt ComfyUI accepted reached it exactly once, and every 200 the client saw is one;
+ * - the turnstile ends idle, nothing in flight, nothing pending, every job reported once;
+ * - and, so the ledger check is known to be able to fail, the same workload sent straight at the
+ *   simulators does overlap.
+ *
+ * Reproduce a failure with CHAOS_SEED=<seed printed in the failure> (CHAOS_OPS to resize).
+ */
+import { afterEach, expect, test } from "bun:test";
+import { SimGpu, startComfySim, startOllamaSim, type ComfySim, type OllamaSim } from "../../../src/sim/index.ts";
+import { jobCounts, newPromptId, promptBody, type Stack, startStack, total } from "./helpers.ts";
+
+const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const OPS = Number(process.env.CHAOS_OPS ?? 2000);
+const CONCURRENCY = 24;
+
+/** mulberry32: small, fast, good enough to pick operations reproducibly. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Kind = "chat" | "chat_stream" | "generate_stream" | "embed" | "openai_sse" | "tags" | "image" | "image_fail" | "image_400";
+
+const MIX: [Kind, number][] = [
+  ["chat", 20],
+  ["chat_stream", 20],
+  ["generate_stream", 10],
+  ["embed", 12],
+  ["openai_sse", 15],
+  ["tags", 8],
+  // Image jobs serialise the GPU (tens of ms each): their share sets the run time.
+  ["image", 6],
+  ["image_fail", 2],
+  ["image_400", 4],
+];
+
+interface Op {
+  kind: Kind;
+  /** ms after which the client aborts, or undefined to let it finish. */
+  abortAfter: number | undefined;
+  model: string;
+  promptId: string;
+  jobMs: number;
+}
+
+interface OpResult {
+  op: Op;
+  status?: number;
+  body?: string;
+  aborted: boolean;
+  error?: string;
+}
+
+function plan(seed: number, n: number): Op[] {
+  const rand = prng(seed);
+  const weightSum = MIX.reduce((a, [, w]) => a + w, 0);
+  const pick = (): Kind => {
+    let r = rand() * weightSum;
+    for (const [k, w] of MIX) if ((r -= w) < 0) return k;
+    return "chat";
+  };
+  return Array.from({ length: n }, () => {
+    const kind = pick();
+    return {
+      kind,
+      abortAfter: rand() < 0.12 ? Math.floor(rand() * 25) : undefined,
+      model: rand() < 0.6 ? "llama3.2" : "qwen2.5:7b",
+      promptId: newPromptId(),
+      jobMs: 5 + Math.floor(rand() * 16),
+    };
+  });
+}
+
+/** The simulator sleeps once per sampler step; 20 sub-millisecond sleeps would each round up to a timer tick. */
+function fewSteps(p: Record<string, unknown>): void {
+  (p["3"] as { inputs: { steps: number } }).inputs.steps = 2;
+}
+
+function request(op: Op, ollama: string, comfy: string): { url: string; init: RequestInit } {
+  const post = (url: string, body: unknown): { url: string; init: RequestInit } => ({
+    url,
+    init: { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) },
+  });
+  const messages = [{ role: "user", content: "why is the sky blue?" }];
+  switch (op.kind) {
+    case "chat":
+      return post(`${ollama}/api/chat`, { model: op.model, messages, stream: false });
+    case "chat_stream":
+      return post(`${ollama}/api/chat`, { model: op.model, messages });
+    case "generate_stream":
+      return post(`${ollama}/api/generate`, { model: op.model, prompt: "why is the sky blue?" });
+    case "embed":
+      return post(`${ollama}/api/embed`, { model: "nomic-embed-text", input: ["a", "b"] });
+    case "openai_sse":
+      return post(`${ollama}/v1/chat/completions`, { model: op.model, messages, stream: true });
+    case "tags":
+      return { url: `${ollama}/api/tags`, init: {} };
+    case "image":
+      return post(`${comfy}/prompt`, promptBody(op.promptId, { sim_job_ms: op.jobMs }, fewSteps));
+    case "image_fail":
+      return post(`${comfy}/api/prompt`, promptBody(op.promptId, { sim_job_ms: op.jobMs, sim_fail: true }, fewSteps));
+    case "image_400":
+      return post(
+        `${comfy}/prompt`,
+        promptBody(op.promptId, {}, (p) => ((p["3"] as { class_type: string }).class_type = "NoSuchSampler")),
+      );
+  }
+}
+
+async function runOne(op: Op, ollama: string, comfy: string): Promise<OpResult> {
+  const { url, init } = request(op, ollama, comfy);
+  const ac = new AbortController();
+  const timer = op.abortAfter === undefined ? undefined : setTimeout(() => ac.abort(), op.abortAfter);
+  try {
+    const res = await fetch(url, { ...init, signal: ac.signal });
+    const body = await res.text();
+    return { op, status: res.status, body, aborted: false };
+  } catch (err) {
+    if (ac.signal.aborted) return { op, aborted: true };
+    return { op, aborted: false, error: err instanceof Error ? err.message : String(err) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function runWorkload(ops: Op[], ollama: string, comfy: string): Promise<OpResult[]> {
+  const results: OpResult[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < ops.length) results.push(await runOne(ops[next++]!, ollama, comfy));
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  return results;
+}
+
+const SIM_TIMINGS = {
+  ollama: { loadMs: 3, unloadMs: 3, tokenDelayMs: 1, tokens: 3 },
+  comfy: { jobMs: 10, freeDelayMs: 3 },
+};
+
+let s: Stack | undefined;
+let direct: { ollama: OllamaSim; comfy: ComfySim } | undefined;
+afterEach(async () => {
+  await s?.stop();
+  await direct?.ollama.stop();
+  await direct?.comfy.stop();
+  s = direct = undefined;
+});
+
+/** Failures carry the seed, so any run can be replayed. */
+async function withSeed(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    throw new Error(`chaos failed with CHAOS_SEED=${SEED} CHAOS_OPS=${OPS}\n${msg}`, { cause: err });
+  }
+}
+
+test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded once, back to idle (seed ${SEED})`, async () => {
+  await withSeed(async () => {
+    s = await startStack({
+      ollama: SIM_TIMINGS.ollama,
+      comfy: SIM_TIMINGS.comfy,
+      env: {
+        LOGLEVEL: "warn",
+        UNLOAD_POLL_INTERVAL: "2ms",
+        HISTORY_POLL_INTERVAL: "2ms",
+        FREE_POLL_INTERVAL: "2ms",
+        LLM_WAIT_TIMEOUT: "60s",
+        JOB_TIMEOUT: "20s",
+        UNLOAD_TIMEOUT: "10s",
+        FREE_TIMEOUT: "10s",
+      },
+    });
+    const ops = plan(SEED, OPS);
+    const results = await runWorkload(ops, s.t.ollamaUrl, s.t.comfyUrl);
+    await s.t.settled();
+    const comfy = s.comfy!;
+
+    // Nothing the turnstile did made a request fail: each op finished as its upstream meant it
+    // to, or was aborted by us.
+    const unexpected = results.filter((r) => {
+      if (r.aborted) return false;
+      if (r.error !== undefined) return true;
+      return r.status !== (r.op.kind === "image_400" ? 400 : 200);
+    });
+    expect(unexpected.map((r) => ({ kind: r.op.kind, status: r.status, error: r.error, body: r.body?.slice(0, 200) }))).toEqual([]);
+
+    // The invariant, on the shared ledger.
+    expect(s.gpu.overlaps()).toEqual([]);
+    expect(s.gpu.ledger.filter((h) => h.tenant === "comfy").length).toBeGreaterThan(10);
+    expect(s.gpu.ledger.filter((h) => h.tenant === "ollama").length).toBeGreaterThan(10);
+
+    // Every prompt reached ComfyUI at most once; every 200 the client saw is one of them.
+    const forwarded = comfy.calls.filter((c) => c.method === "POST" && /\/prompt$/.test(c.path)).map((c) => JSON.parse(c.bodyText).prompt_id as string);
+    expect(forwarded.length).toBe(new Set(forwarded).size);
+    const accepted = results.filter((r) => r.status === 200 && r.op.kind.startsWith("image"));
+    for (const r of accepted) expect(JSON.parse(r.body!).prompt_id).toBe(r.op.promptId);
+    const forwardedSet = new Set(forwarded);
+    expect(accepted.filter((r) => !forwardedSet.has(r.op.promptId)).map((r) => r.op.promptId)).toEqual([]);
+    expect(accepted.length).toBeGreaterThan(20);
+
+    // Back at rest, and every job that held the GPU reported exactly once.
+    expect(s.t.health()).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
+    expect(s.t.tracker.active()).toEqual([]);
+    const jobs = comfy.jobs();
+    expect(jobs.filter((j) => j.state === "queued" || j.state === "running")).toEqual([]);
+    const counts = await jobCounts(s.t);
+    expect({ timeout: counts.timeout, upstream_error: counts.upstream_error, no_prompt_id: counts.no_prompt_id }).toEqual({
+      timeout: 0,
+      upstream_error: 0,
+      no_prompt_id: 0,
+    });
+    expect(counts.completed).toBe(jobs.filter((j) => j.state === "done").length);
+    expect(counts.failed).toBe(jobs.filter((j) => j.state === "error").length);
+    expect(counts.rejected).toBe(forwarded.length - jobs.length);
+    expect(total(counts)).toBe(forwarded.length + counts.client_gone);
+    const imageOps = results.filter((r) => r.op.kind.startsWith("image")).length;
+    expect(total(counts)).toBeLessThanOrEqual(imageOps);
+  });
+}, 30_000);
+
+test(`the same workload straight at the simulators does overlap, so the check above can fail (seed ${SEED})`, async () => {
+  await withSeed(async () => {
+    const gpu = new SimGpu();
+    direct = {
+      ollama: await startOllamaSim({ ...SIM_TIMINGS.ollama, gpu, recordCalls: false }),
+      comfy: await startComfySim({ ...SIM_TIMINGS.comfy, gpu, recordCalls: false }),
+    };
+    await runWorkload(plan(SEED, 300), direct.ollama.url, direct.comfy.url);
+    expect(gpu.overlaps().length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,337 @@
+/**
+ * A failure injected at every step of an image job: whatever breaks, the lock is released exactly
+ * once (one `released` per job in gpu_turnstile_image_jobs_total, by outcome) and the turnstile
+ * is back at idle with nothing tracked. Ollama misbehaving never fails the user's image request.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import type { ImageJobOutcome } from "../../../src/observe/turnstile-metrics.ts";
+import { startOllamaSim } from "../../../src/sim/index.ts";
+import {
+  callNames,
+  callsTo,
+  chat,
+  jobCounts,
+  newPromptId,
+  postJson,
+  promptBody,
+  type Stack,
+  startStack,
+  submit,
+  total,
+  until,
+  waitFor,
+  warnLines,
+} from "./helpers.ts";
+
+let s: Stack | undefined;
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  await s?.stop();
+  s = undefined;
+  for (const c of cleanups.splice(0)) await c();
+});
+
+/** One job's worth of bookkeeping: released once, with `outcome`, and nothing left behind. */
+async function expectReleasedOnce(stack: Stack, outcome: ImageJobOutcome): Promise<void> {
+  await stack.t.settled();
+  const counts = await jobCounts(stack.t);
+  expect({ outcome, count: counts[outcome] }).toEqual({ outcome, count: 1 });
+  expect(total(counts)).toBe(1);
+  expect(stack.t.logLines.filter((l) => l.includes(": GPU released ("))).toHaveLength(1);
+  expect(stack.t.health()).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
+  expect(stack.t.tracker.active()).toEqual([]);
+  // The GPU is usable right away: a chat goes through.
+  if (stack.ollama) {
+    const c = await chat(stack.t);
+    expect(c.status).toBe(200);
+    await c.text();
+    expect(stack.t.lock.state).toBe("idle");
+  }
+}
+
+async function preload(stack: Stack, model = "llama3.2:latest"): Promise<void> {
+  const res = await postJson(`${stack.ollama!.url}/api/generate`, { model, prompt: "" });
+  await res.text();
+  expect(stack.ollama!.loadedModels()).toEqual([model]);
+  stack.ollama!.clearCalls();
+}
+
+const json = (status: number, body: unknown) =>
+  new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+
+describe("the ComfyUI job is lost or outlives JOB_TIMEOUT", () => {
+  test("JOB_TIMEOUT ends the wait with a warn line, still frees ComfyUI, then releases", async () => {
+    s = await startStack({ comfy: { forgetJobs: true }, env: { JOB_TIMEOUT: "300ms" } });
+    const id = newPromptId();
+    const res = await submit(s.t, promptBody(id));
+    expect(res.status).toBe(200);
+    await res.text();
+    await expectReleasedOnce(s, "timeout");
+
+    const prompt = callsTo(s.comfy!.calls, "/prompt")[0]!;
+    const free = callsTo(s.comfy!.calls, "/free")[0]!;
+    expect(callsTo(s.comfy!.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(2);
+    expect(free.at - prompt.at).toBeGreaterThanOrEqual(290);
+    expect(warnLines(s.t, "not seen finished within JOB_TIMEOUT").filter((l) => l.includes(id))).toHaveLength(1);
+    // /free did its work: the checkpoint left the GPU before the release.
+    const released = s.transitions.find((x) => x.from === "image")!;
+    expect(s.gpu.ledger.find((h) => h.tenant === "comfy")!.end!).toBeLessThanOrEqual(released.at);
+  });
+
+  test("a job that waited longer than JOB_TIMEOUT for the GPU is still forwarded", async () => {
+    // The first job runs past JOB_TIMEOUT (its wait ends, the lock goes), so the second one has
+    // spent more than JOB_TIMEOUT queued at the lock before it is sent. JOB_TIMEOUT bounds
+    // ComfyUI's work, not the queue in front of it.
+    s = await startStack({ comfy: { forgetJobs: true }, env: { JOB_TIMEOUT: "300ms" } });
+    const first = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 20 }));
+    await waitFor(() => callsTo(s!.comfy!.calls, "/prompt").length === 1, "first job forwarded");
+    const second = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 20 }));
+    expect((await first).status).toBe(200);
+    const res = await second;
+    expect({ status: res.status, body: await res.text() }).toMatchObject({ status: 200 });
+    await s.t.settled();
+    expect(callsTo(s.comfy!.calls, "/prompt")).toHaveLength(2);
+    expect(await jobCounts(s.t)).toMatchObject({ timeout: 2, upstream_error: 0 });
+  });
+});
+
+describe("Ollama misbehaves during the unload: the image job still runs", () => {
+  test("Ollama down (its port refuses): ComfyUI's 200 reaches the client, the unload failure is a warn line", async () => {
+    const dead = await startOllamaSim();
+    await dead.stop();
+    s = await startStack({ ollama: false, env: { OLLAMA_URL: dead.url } });
+    const id = newPromptId();
+    const res = await submit(s.t, promptBody(id));
+    expect(res.status).toBe(200);
+    expect(JSON.parse(await res.text())).toMatchObject({ prompt_id: id });
+    await expectReleasedOnce(s, "completed");
+    expect(callNames(s.comfy!.calls)).toContain("POST /free");
+    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+  });
+
+  test("/api/ps answers 500", async () => {
+    s = await startStack();
+    s.ollama!.override("GET", "/api/ps", () => json(500, { error: "boom" }));
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    await res.text();
+    await expectReleasedOnce(s, "completed");
+    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+  });
+
+  test("the unload call fails (generate and embed both 500)", async () => {
+    s = await startStack();
+    await preload(s);
+    s.ollama!.override("POST", "/api/generate", () => json(500, { error: "boom" }));
+    s.ollama!.override("POST", "/api/embed", () => json(500, { error: "boom" }));
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    await res.text();
+    await s.t.settled();
+    expect(callNames(s.ollama!.calls)).toEqual(["GET /api/ps", "POST /api/generate", "POST /api/embed"]);
+    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload incomplete")[0]).toContain("llama3.2:latest");
+    await expectReleasedOnce(s, "completed");
+  });
+
+  test("Ollama never empties /api/ps: UNLOAD_TIMEOUT bounds the wait", async () => {
+    s = await startStack({ env: { UNLOAD_TIMEOUT: "200ms" } });
+    await preload(s);
+    // The unload is acknowledged but the model stays listed, as a wedged runner would.
+    s.ollama!.override("POST", "/api/generate", () => json(200, { done: true, done_reason: "unload" }));
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    await res.text();
+    const psPolls = callsTo(s.ollama!.calls, "/api/ps");
+    expect(psPolls.length).toBeGreaterThanOrEqual(3);
+    expect(callsTo(s.comfy!.calls, "/prompt")[0]!.at - psPolls[0]!.at).toBeGreaterThanOrEqual(190);
+    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    // Leave the model loaded no longer than needed for the chat check below.
+    await s.t.settled();
+    await expectReleasedOnce(s, "completed");
+  });
+});
+
+describe("ComfyUI's answer to /prompt", () => {
+  test("connection reset: 502 in ComfyUI's dialect, no retry, released", async () => {
+    let connections = 0;
+    const reset = Bun.listen({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        open() {
+          connections++;
+        },
+        data(sock) {
+          sock.terminate();
+        },
+      },
+    });
+    cleanups.push(() => reset.stop(true));
+    s = await startStack({ comfy: false, env: { COMFY_URL: `http://127.0.0.1:${reset.port}` } });
+    const before = connections;
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(502);
+    const body = (await res.json()) as { error: { type: string; message: string }; node_errors: object };
+    expect(body.error.type).toBe("upstream_unreachable");
+    expect(body.error.message).toContain("ECONNRESET");
+    expect(body.node_errors).toEqual({});
+    // The request may have reached ComfyUI: it is never sent again.
+    expect(connections - before).toBe(1);
+    await expectReleasedOnce(s, "upstream_error");
+  });
+
+  test("500: passed back unchanged and never replayed", async () => {
+    s = await startStack();
+    s.comfy!.override("POST", "/prompt", () => new Response("500 Internal Server Error\n\nServer got itself in trouble", { status: 500 }));
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(500);
+    expect(await res.text()).toBe("500 Internal Server Error\n\nServer got itself in trouble");
+    expect(callsTo(s.comfy!.calls, "/prompt")).toHaveLength(1);
+    await expectReleasedOnce(s, "rejected");
+  });
+
+  test("400: passed back, released at once", async () => {
+    s = await startStack();
+    const res = await submit(s.t, promptBody(newPromptId(), {}, (p) => delete p["9"]));
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { type: string } }).error.type).toBe("prompt_no_outputs");
+    await expectReleasedOnce(s, "rejected");
+  });
+
+  test("200 without a prompt_id: passed back, released at once, nothing tracked", async () => {
+    s = await startStack();
+    s.comfy!.override("POST", "/prompt", () => json(200, { number: 0, node_errors: {} }));
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ number: 0, node_errors: {} });
+    await expectReleasedOnce(s, "no_prompt_id");
+    expect(callsTo(s.comfy!.calls, /^\/history\//)).toEqual([]);
+    expect(callsTo(s.comfy!.calls, "/free")).toEqual([]);
+  });
+
+  test("200 larger than PROMPT_CAPTURE_LIMIT: the whole body passes, prompt_id is still found and tracked", async () => {
+    s = await startStack({ env: { PROMPT_CAPTURE_LIMIT: "1024" } });
+    const comfy = s.comfy!;
+    let sent = "";
+    // Let the simulator queue the job for real, then pad its answer far past the capture limit.
+    comfy.override("POST", "/prompt", async (req) => {
+      if (req.headers.get("x-e2e-direct")) return undefined;
+      const real = await fetch(`${comfy.url}/prompt`, { method: "POST", body: await req.text(), headers: { "x-e2e-direct": "1" } });
+      const answer = (await real.json()) as Record<string, unknown>;
+      answer.node_errors = { padding: "x".repeat(200_000) };
+      sent = JSON.stringify(answer);
+      return new Response(sent, { status: 200, headers: { "content-type": "application/json" } });
+    });
+    const id = newPromptId();
+    const res = await submit(s.t, promptBody(id));
+    expect(res.status).toBe(200);
+    const got = await res.text();
+    expect(got.length).toBe(sent.length);
+    expect(got).toBe(sent);
+    await expectReleasedOnce(s, "completed");
+    expect(callsTo(comfy.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(1);
+    expect(callsTo(comfy.calls, "/free")).toHaveLength(1);
+    expect(s.t.logLines.some((l) => l.includes("GPU released (completed)") && l.includes(id))).toBe(true);
+  });
+});
+
+describe("after ComfyUI accepted the job", () => {
+  test("/history fails on every poll: polling goes on until JOB_TIMEOUT, then free and release", async () => {
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
+    const id = newPromptId();
+    s.comfy!.override("GET", `/history/${id}`, () => new Response("500 Internal Server Error", { status: 500 }));
+    const res = await submit(s.t, promptBody(id));
+    expect(res.status).toBe(200);
+    await res.text();
+    await expectReleasedOnce(s, "timeout");
+    expect(callsTo(s.comfy!.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(5);
+    expect(callsTo(s.comfy!.calls, "/free")).toHaveLength(1);
+  });
+
+  test("/free answers 500: warned, released", async () => {
+    s = await startStack();
+    s.comfy!.override("POST", "/free", () => new Response("500 Internal Server Error", { status: 500 }));
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    await res.text();
+    await s.t.settled();
+    expect(warnLines(s.t, "memory release not confirmed")).toHaveLength(1);
+    expect(warnLines(s.t, "memory release not confirmed")[0]).toContain("POST /free: HTTP 500");
+    // Only the ComfyUI side is checked here: its checkpoint is still cached (the /free flag was
+    // never raised), so a chat would overlap on the ledger — which is what the warn line is for.
+    const counts = await jobCounts(s.t);
+    expect(counts.completed).toBe(1);
+    expect(total(counts)).toBe(1);
+    expect(s.t.health()).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
+  });
+
+  test("/system_stats fails: the release is not verified, warned, released", async () => {
+    s = await startStack();
+    s.comfy!.override("GET", "/system_stats", () => new Response("500 Internal Server Error", { status: 500 }));
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    await res.text();
+    await s.t.settled();
+    expect(callsTo(s.comfy!.calls, "/free")).toHaveLength(1);
+    expect(warnLines(s.t, "memory release not confirmed")).toHaveLength(1);
+    await expectReleasedOnce(s, "completed");
+  });
+
+  test("VRAM never comes back: warned with the numbers, released at FREE_TIMEOUT", async () => {
+    s = await startStack({ env: { FREE_TIMEOUT: "300ms" } });
+    const stuck = 8 * 1024 ** 3;
+    s.comfy!.override("GET", "/system_stats", () =>
+      json(200, { system: {}, devices: [{ name: "cuda:0", type: "cuda", index: 0, vram_total: 25e9, vram_free: 1e9, torch_vram_total: stuck, torch_vram_free: 0 }] }),
+    );
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    await res.text();
+    await s.t.settled();
+    const free = callsTo(s.comfy!.calls, "/free")[0]!;
+    const released = s.transitions.find((x) => x.from === "image")!;
+    expect(released.at - free.at).toBeGreaterThanOrEqual(280);
+    expect(callsTo(s.comfy!.calls, "/system_stats").filter((c) => c.at > free.at).length).toBeGreaterThanOrEqual(3);
+    const warn = warnLines(s.t, "memory release not confirmed");
+    expect(warn).toHaveLength(1);
+    expect(warn[0]).toContain("vram_after=8192MiB");
+    expect(warn[0]).toContain("FREE_TIMEOUT");
+    await expectReleasedOnce(s, "completed");
+  });
+});
+
+describe("the client goes away", () => {
+  test("while waiting for the GPU: no trace (no release, no prompt), the lock goes idle after the running job", async () => {
+    s = await startStack();
+    const first = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 150 }));
+    await waitFor(() => s!.comfy!.runningJob(), "first job running");
+    const ac = new AbortController();
+    const second = submit(s.t, promptBody(newPromptId()), { signal: ac.signal }).catch((e: unknown) => e);
+    await until(() => s!.t.lock.snapshot().imageWaiting === 1, "second job queued at the lock");
+    ac.abort();
+    expect(await second).toBeInstanceOf(Error);
+    await until(() => s!.t.lock.snapshot().imageWaiting === 0, "abandoned waiter gone");
+    expect((await first).status).toBe(200);
+    await expectReleasedOnce(s, "completed");
+    expect(callsTo(s.comfy!.calls, "/prompt")).toHaveLength(1);
+    expect(s.t.logLines.filter((l) => l.includes("GPU acquired"))).toHaveLength(1);
+  });
+
+  test("right after sending: ComfyUI queued it, so the job is still tracked, freed and released", async () => {
+    s = await startStack();
+    const ac = new AbortController();
+    s.comfy!.override("POST", "/prompt", () => {
+      ac.abort(); // the client hangs up while ComfyUI handles the prompt
+      return undefined;
+    });
+    const id = newPromptId();
+    const res = await submit(s.t, promptBody(id, { sim_job_ms: 60 }), { signal: ac.signal }).catch((e: unknown) => e);
+    expect(res).toBeInstanceOf(Error);
+    await waitFor(() => s!.t.logLines.some((l) => l.includes("GPU released")), "job released");
+    await expectReleasedOnce(s, "completed");
+    expect(callsTo(s.comfy!.calls, "/prompt")).toHaveLength(1);
+    expect(callsTo(s.comfy!.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(1);
+    expect(callsTo(s.comfy!.calls, "/free")).toHaveLength(1);
+    expect(s.comfy!.jobs().map((j) => [j.id, j.state])).toEqual([[id, "done"]]);
+  });
+});
