@@ -31,7 +31,10 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
     { name: "elevated-log", value: true },
   ],
   "remove-service": [{ name: "elevated-log", value: true }],
-  "force-update": [{ name: "config", value: true }],
+  "force-update": [
+    { name: "config", value: true },
+    { name: "elevated-log", value: true },
+  ],
   demo: [
     { name: "once", value: false },
     { name: "without-turnstile", value: false },

@@ -61,7 +61,11 @@ const commands: Record<CommandName, CommandDef<any>> = {
     args: { config: configArg },
     async run({ args }) {
       const { forceUpdateCommand } = await import("./update.ts");
-      process.exitCode = await forceUpdateCommand({ configPath: args.config });
+      process.exitCode = await forceUpdateCommand({
+        configPath: args.config,
+        elevatedLog: args["elevated-log"] as string | undefined,
+        argv: givenArgv,
+      });
     },
   }),
   demo: defineCommand({

@@ -166,5 +166,3 @@ export function settledAt<T>(p: Promise<T>): { done: () => boolean; at: () => nu
   );
   return { done: () => at !== undefined, at: () => at };
 }
-
-export { now };

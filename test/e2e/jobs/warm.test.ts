@@ -40,7 +40,7 @@ test("the warm-up is sent after the release and never overlaps a ComfyUI job", a
 
 test("an image job arriving during the warm-up waits for it, then unloads the warmed model", async () => {
   // A slow load keeps the warm-up in flight long enough to send the second job into it.
-  s = await startStack({ ollama: { loadMs: 150 }, env: { WARM_MODEL: W } });
+  s = await startStack({ ollama: { loadMs: 300 }, env: { WARM_MODEL: W } });
   const first = await submit(s.t, promptBody(newPromptId()));
   expect(first.status).toBe(200);
   await first.text();

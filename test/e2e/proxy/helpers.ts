@@ -2,9 +2,8 @@
  * Shared pieces of the proxy end-to-end tests: a real turnstile in front of the simulated Ollama
  * and ComfyUI (real sockets, ephemeral ports), and small readers for what a client sees.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { type SimPair, type SimPairOptions, startSimPair } from "../../../src/sim/index.ts";
+import { fixtureText } from "../../sim/helpers.ts";
 import { parseExposition, type Exposition } from "../../support/prom-parse.ts";
 import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
 
@@ -114,23 +113,10 @@ export async function scrape(base: string): Promise<Exposition> {
   return parseExposition(await res.text());
 }
 
-const FIXTURE_DIRS = [join(import.meta.dir, "../../../../shared/api"), "/work/shared/api"];
-
-/** The ComfyUI prompt fixture (a full txt2img workflow) as a parsed object. */
-function promptFixture(): { prompt: Record<string, unknown> } {
-  for (const dir of FIXTURE_DIRS) {
-    try {
-      return JSON.parse(readFileSync(join(dir, "comfy-prompt-request.json"), "utf8")) as { prompt: Record<string, unknown> };
-    } catch {
-      // try the next location
-    }
-  }
-  throw new Error("comfy-prompt-request.json not found beside the work tree");
-}
-
 /** A /prompt body whose job runs `jobMs` on the simulated ComfyUI (its `sim_job_ms` knob). */
 export function promptBody(jobMs: number): string {
-  return JSON.stringify({ prompt: promptFixture().prompt, extra_data: { sim_job_ms: jobMs } });
+  const { prompt } = JSON.parse(fixtureText("comfy-prompt-request.json")) as { prompt: unknown };
+  return JSON.stringify({ prompt, extra_data: { sim_job_ms: jobMs } });
 }
 
 /** POST /prompt through the ComfyUI listener; resolves with ComfyUI's answer (the job keeps running). */

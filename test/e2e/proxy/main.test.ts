@@ -77,7 +77,13 @@ describe("bun src/main.ts", () => {
       expect(stderr).toContain("stopped");
       expect(stderr).not.toContain("comfy listener");
     } finally {
-      p.kill("SIGKILL");
+      // On a failure path: SIGTERM first, which the re-exec wrapper passes to the real server (a
+      // SIGKILL would orphan it), and SIGKILL only if that did not end it.
+      if (p.exitCode === null && p.signalCode === null) {
+        p.kill("SIGTERM");
+        await Promise.race([p.exited, new Promise((r) => setTimeout(r, 3000))]);
+        p.kill("SIGKILL");
+      }
     }
   });
 });

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type Exposition, sampleValue } from "../../support/prom-parse.ts";
-import { health, postJson, scrape, type Stack, startImageJob, startStack } from "./helpers.ts";
+import { health, postJson, scrape, type Stack, startImageJob, startStack, until } from "./helpers.ts";
 
 let s: Stack;
 beforeAll(async () => {
@@ -23,16 +23,16 @@ function stateGauge(m: Exposition): Record<string, number | undefined> {
   return out;
 }
 
-async function expectState(state: "idle" | "llm" | "image", inflight: number): Promise<void> {
+async function expectState(state: "idle" | "llm" | "image", inflight: number, pending = false): Promise<void> {
   for (const base of both()) {
-    expect({ base, h: await health(base) }).toEqual({ base, h: { state, llm_inflight: inflight, image_pending: false } });
+    expect({ base, h: await health(base) }).toEqual({ base, h: { state, llm_inflight: inflight, image_pending: pending } });
     const m = await scrape(base);
     expect({ base, states: stateGauge(m) }).toEqual({
       base,
       states: { idle: state === "idle" ? 1 : 0, llm: state === "llm" ? 1 : 0, image: state === "image" ? 1 : 0 },
     });
     expect(sampleValue(m, "gpu_turnstile_llm_inflight")).toBe(inflight);
-    expect(sampleValue(m, "gpu_turnstile_image_pending")).toBe(0);
+    expect(sampleValue(m, "gpu_turnstile_image_pending")).toBe(pending ? 1 : 0);
   }
 }
 
@@ -55,7 +55,7 @@ describe("/healthz and /metrics on both listeners", () => {
     await res.arrayBuffer();
   });
 
-  test("llm during a stream, image during a job, and the counters afterwards", async () => {
+  test("llm during a stream, image during a job (pending with a second queued), and the counters afterwards", async () => {
     // llm: a chat stream is open.
     const res = await postJson(`${s.t.ollamaUrl}/api/chat`, { model: "llama3.2", messages: [{ role: "user", content: "hi" }] });
     const reader = (res.body as ReadableStream<Uint8Array>).getReader();
@@ -67,9 +67,14 @@ describe("/healthz and /metrics on both listeners", () => {
     await s.t.settled();
     await expectState("idle", 0);
 
-    // image: a job holds the GPU.
+    // image: a job holds the GPU…
     await startImageJob(s.t, 400);
     await expectState("image", 0);
+    // …and a second one queued behind it shows as pending.
+    const second = startImageJob(s.t, 50);
+    await until(() => s.t.lock.snapshot().imageWaiting === 1, "second job waiting");
+    await expectState("image", 0, true);
+    await second;
     await s.t.settled();
     await expectState("idle", 0);
 
@@ -79,13 +84,13 @@ describe("/healthz and /metrics on both listeners", () => {
       // Each expectation names its series, so a failure says which one.
       const expectSample = (name: string, labels: Record<string, string>, value: number | undefined) =>
         expect({ base, name, labels, value: sampleValue(m, name, labels) }).toEqual({ base, name, labels, value });
-      expectSample("gpu_turnstile_image_jobs_total", { outcome: "completed" }, 1);
+      expectSample("gpu_turnstile_image_jobs_total", { outcome: "completed" }, 2);
       expectSample("gpu_turnstile_image_jobs_total", { outcome: "failed" }, 0);
       expectSample("gpu_turnstile_lock_wait_seconds_count", { kind: "llm" }, 1);
-      expectSample("gpu_turnstile_lock_wait_seconds_count", { kind: "image" }, 1);
-      expectSample("gpu_turnstile_unload_seconds_count", {}, 1);
+      expectSample("gpu_turnstile_lock_wait_seconds_count", { kind: "image" }, 2);
+      expectSample("gpu_turnstile_unload_seconds_count", {}, 2);
       expectSample("gpu_turnstile_requests_total", { listener: "ollama", class: "llm", status: "200" }, 1);
-      expectSample("gpu_turnstile_requests_total", { listener: "comfy", class: "image", status: "200" }, 1);
+      expectSample("gpu_turnstile_requests_total", { listener: "comfy", class: "image", status: "200" }, 2);
       expectSample("gpu_turnstile_requests_total", { listener: "ollama", class: "pass", status: "200" }, 1);
       expectSample("gpu_turnstile_requests_total", { listener: "ollama", class: "llm", status: "503" }, undefined);
       expectSample("gpu_turnstile_busy_total", { reason: "wait_timeout" }, 0);

@@ -50,7 +50,6 @@ function keysOf(json: string): string[] {
 function expectUnbuffered(o: Observed): void {
   // The first record was delivered while the simulated model was still producing tokens…
   expect(o.upstreamBusyAtFirst).toBe(1);
-  expect(o.reads[0]?.text.trim().split("\n").length).toBe(1);
   // …and the records came in separate reads spread over the generation, not in one burst at the end.
   expect(o.reads.length).toBeGreaterThanOrEqual(3);
   const spread = (o.reads.at(-1)?.at ?? 0) - (o.reads[0]?.at ?? 0);
