@@ -119,7 +119,7 @@ export function createTurnstileMetrics(opts: TurnstileMetricsOptions): Turnstile
   });
   registry.gauge({
     name: "gpu_turnstile_image_pending",
-    help: "1 while an image job waits for or holds the lock.",
+    help: "1 while an image job waits for the GPU (new LLM requests are held back meanwhile).",
     collect: (g) => g.set({}, snapshot().imagePending ? 1 : 0),
   });
 
