@@ -49,7 +49,8 @@ async function throughput(): Promise<void> {
     const ng1 = await startNginx(nginx, join(OUT, "nginx1"), [{ name: "up", upstream }], { workers: 1, keepalive: 64 });
     subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
   }
-  for (const v of ["bare", "rewrap", "hono", "wrapped", "socket"]) {
+  const only = process.argv[3]?.split(",");
+  for (const v of ["bare", "rewrap", "hono", "wrapped", "lean", "socket"].filter((x) => !only || only.includes(x))) {
     const p = await startVariant(v, upstream);
     subjects.push([`variant ${v}`, p.urls.up!, () => p.stop(), p.pid]);
   }

@@ -1,12 +1,8 @@
 /** What an image job reports as it goes; logs and metrics subscribe instead of being called inline. */
-export type JobOutcome =
-  | "completed"
-  | "failed"
-  | "timeout"
-  | "rejected"
-  | "no_prompt_id"
-  | "upstream_error"
-  | "client_gone";
+
+/** How an image job ended (SPEC.md, "Image job flow"); each job is counted once. */
+export const JOB_OUTCOMES = ["completed", "failed", "timeout", "rejected", "no_prompt_id", "upstream_error", "client_gone"] as const;
+export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 
 export type ImageJobEvent =
   | { phase: "acquired"; jobId: number; waitedMs: number }

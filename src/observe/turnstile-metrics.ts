@@ -2,6 +2,7 @@
  * The turnstile's metric set: one registry, typed handles for the code that counts things, and
  * gauges that read the lock's state at scrape time (so they can never drift from it).
  */
+import { JOB_OUTCOMES, type JobOutcome } from "../jobs/events.ts";
 import { Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, Registry } from "./metrics.ts";
 
 export type GpuState = "idle" | "llm" | "image";
@@ -10,29 +11,10 @@ export type Upstream = "ollama" | "comfy";
 export type Listener = "ollama" | "comfy";
 export type RequestClass = "llm" | "image" | "pass" | "ws" | "internal";
 export type BusyReason = "wait_timeout" | "reject";
-/**
- * How an image job ended. `rejected` = ComfyUI answered `/prompt` with a non-200;
- * `client_gone` = the client left before ComfyUI answered.
- */
-export type ImageJobOutcome =
-  | "completed"
-  | "failed"
-  | "timeout"
-  | "rejected"
-  | "no_prompt_id"
-  | "upstream_error"
-  | "client_gone";
+export type ImageJobOutcome = JobOutcome;
 
 export const GPU_STATES: readonly GpuState[] = ["idle", "llm", "image"];
-export const IMAGE_JOB_OUTCOMES: readonly ImageJobOutcome[] = [
-  "completed",
-  "failed",
-  "timeout",
-  "rejected",
-  "no_prompt_id",
-  "upstream_error",
-  "client_gone",
-];
+export const IMAGE_JOB_OUTCOMES: readonly ImageJobOutcome[] = JOB_OUTCOMES;
 export const BUSY_REASONS: readonly BusyReason[] = ["wait_timeout", "reject"];
 
 /** Lock waits and ComfyUI jobs: 1 ms up to the 15 min defaults of LLM_WAIT_TIMEOUT / JOB_TIMEOUT. */

@@ -11,7 +11,7 @@ import { ELEVATED_LOG_FLAG, formatElevatedLine, relaunchElevated } from "./eleva
 import { consoleHost, systemdHost, type ServiceHost } from "./host.ts";
 import type { ConfigOps, SampleOptions } from "./install-config.ts";
 import { installLinux, removeLinux } from "./linux-install.ts";
-import type { Notifier } from "./notify.ts";
+import { disabledNotifier, type Notifier } from "./notify-address.ts";
 import type { Platform } from "./platform.ts";
 import { nodePlatform } from "./platform-node.ts";
 import { formatLines, type ReportLine, type ReportSink } from "./report.ts";
@@ -22,7 +22,7 @@ export { ELEVATED_LOG_FLAG } from "./elevate.ts";
 export { WINDOWS_SERVICE_FLAG } from "./windows-install.ts";
 export { explorerStart, waitForKeyPress, type ExplorerStartDeps } from "./double-click.ts";
 export type { ServiceHost } from "./host.ts";
-export type { Notifier } from "./notify.ts";
+export type { Notifier } from "./notify-address.ts";
 export type { Outcome, ReportLine } from "./report.ts";
 
 export interface ServiceCommandOptions {
@@ -136,15 +136,7 @@ export async function createNotifier(env: Readonly<Record<string, string | undef
   return mod.createNotifier(env);
 }
 
-const noopNotifier: Notifier = {
-  enabled: false,
-  ready: () => false,
-  watchdog: () => false,
-  stopping: () => false,
-  status: () => false,
-  send: () => false,
-  close: () => {},
-};
+const noopNotifier: Notifier = disabledNotifier();
 
 /** CFG_VER must be a release version; a dev build (anything else) stamps v0.0.0. */
 export function configVersion(version: string): string {

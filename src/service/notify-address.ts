@@ -62,3 +62,37 @@ export function watchdogIntervalMs(env: Readonly<Record<string, string | undefin
 export function statusMessage(text: string): string {
   return `STATUS=${text.replace(/[\r\n]+/g, " ")}`;
 }
+
+export interface Notifier {
+  /** true when NOTIFY_SOCKET is set and usable */
+  readonly enabled: boolean;
+  /** why a set NOTIFY_SOCKET cannot be used; undefined when all is well or it is unset */
+  readonly problem?: string;
+  /** send WATCHDOG=1 this often (half of WATCHDOG_USEC); undefined = no watchdog */
+  readonly watchdogIntervalMs?: number;
+  /** READY=1: call once every listener is bound */
+  ready(): boolean;
+  /** WATCHDOG=1 */
+  watchdog(): boolean;
+  /** STOPPING=1: graceful shutdown has begun */
+  stopping(): boolean;
+  /** STATUS=<text>, shown by `systemctl status` */
+  status(text: string): boolean;
+  /** any raw message, e.g. "EXTEND_TIMEOUT_USEC=…" */
+  send(message: string): boolean;
+  close(): void;
+}
+
+/** A notifier that sends nothing: NOTIFY_SOCKET unset, or unusable (then `problem` says why). */
+export function disabledNotifier(problem?: string): Notifier {
+  return {
+    enabled: false,
+    ...(problem ? { problem } : {}),
+    ready: () => false,
+    watchdog: () => false,
+    stopping: () => false,
+    status: () => false,
+    send: () => false,
+    close: () => {},
+  };
+}

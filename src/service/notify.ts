@@ -8,27 +8,10 @@
  * or unusable; `problem` then says why, for one log line at startup.
  */
 import { dlopen, read, type Pointer } from "bun:ffi";
-import { notifySockAddr, statusMessage, watchdogIntervalMs, type SockAddr } from "./notify-address.ts";
+import { disabledNotifier, notifySockAddr, statusMessage, watchdogIntervalMs, type Notifier, type SockAddr } from "./notify-address.ts";
 
-export interface Notifier {
-  /** true when NOTIFY_SOCKET is set and usable */
-  readonly enabled: boolean;
-  /** why a set NOTIFY_SOCKET cannot be used; undefined when all is well or it is unset */
-  readonly problem?: string;
-  /** send WATCHDOG=1 this often (half of WATCHDOG_USEC); undefined = no watchdog */
-  readonly watchdogIntervalMs?: number;
-  /** READY=1: call once every listener is bound */
-  ready(): boolean;
-  /** WATCHDOG=1 */
-  watchdog(): boolean;
-  /** STOPPING=1: graceful shutdown has begun */
-  stopping(): boolean;
-  /** STATUS=<text>, shown by `systemctl status` */
-  status(text: string): boolean;
-  /** any raw message, e.g. "EXTEND_TIMEOUT_USEC=…" */
-  send(message: string): boolean;
-  close(): void;
-}
+export type { Notifier } from "./notify-address.ts";
+
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -59,16 +42,7 @@ function openLibc() {
 
 type Libc = ReturnType<typeof openLibc>;
 
-const disabled = (problem?: string): Notifier => ({
-  enabled: false,
-  ...(problem ? { problem } : {}),
-  ready: () => false,
-  watchdog: () => false,
-  stopping: () => false,
-  status: () => false,
-  send: () => false,
-  close: () => {},
-});
+const disabled = disabledNotifier;
 
 export function createNotifier(env: Env = process.env, pid: number = process.pid): Notifier {
   const socketName = env.NOTIFY_SOCKET;

@@ -8,22 +8,12 @@
 import { expect, test } from "bun:test";
 import { GpuLock } from "../../src/lock/index.ts";
 import type { Lease, LeaseKind, LockEvent } from "../../src/lock/index.ts";
+import { mulberry32 } from "../support/prng.ts";
 import { fakeClock, flush } from "./helpers.ts";
 
 const BASE_SEED = Number(process.env.LOCK_PROP_SEED ?? 0x5eed);
 const RUNS = Number(process.env.LOCK_PROP_RUNS ?? 10_000);
 
-/** mulberry32: a tiny, good-enough seeded PRNG. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Phase = "calling" | "waiting" | "granted" | "abandoned" | "rejected-at-once";
 

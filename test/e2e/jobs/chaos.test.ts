@@ -13,23 +13,14 @@
  */
 import { afterEach, expect, test } from "bun:test";
 import { SimGpu, startComfySim, startOllamaSim, type ComfySim, type OllamaSim } from "../../../src/sim/index.ts";
+import { mulberry32 } from "../../support/prng.ts";
 import { jobCounts, newPromptId, promptBody, type Stack, startStack, total } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const OPS = Number(process.env.CHAOS_OPS ?? 2000);
 const CONCURRENCY = 24;
 
-/** mulberry32: small, fast, good enough to pick operations reproducibly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const prng = mulberry32;
 
 type Kind = "chat" | "chat_stream" | "generate_stream" | "embed" | "openai_sse" | "tags" | "image" | "image_fail" | "image_400";
 
