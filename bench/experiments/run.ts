@@ -11,7 +11,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { findWrk, runLoad } from "../lib/load.ts";
-import { freePort, memoryOf, spawnChild, stopAll, threadCpuMs, treeCpuMs, waitHttp, type Memory } from "../lib/proc.ts";
+import { childrenOf, freePort, memoryOf, spawnChild, stopAll, threadCpuMs, treeCpuMs, waitHttp, type Memory } from "../lib/proc.ts";
 import { median } from "../lib/stats.ts";
 import { startUpstreamHost } from "../lib/upstreams.ts";
 import { findNginx, startNginx } from "../nginx.ts";
@@ -159,6 +159,33 @@ console.log(JSON.stringify({ cli: t1 - t0, serve: t2 - t1, sinceStart: performan
   for (let i = 0; i < 7; i++) {
     const r = Bun.spawnSync([BUN, script], { env: baseEnv(OUT) });
     samples.push(JSON.parse(r.stdout.toString().trim().split("\n").at(-1)!));
+  }
+  if (existsSync(BINARY)) {
+    // How long the launcher takes before it re-runs itself: spawn → its child exists.
+    const spawnToChild: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const port = freePort();
+      const t0 = performance.now();
+      const proc = Bun.spawn([BINARY], { env: { ...baseEnv(OUT), OLLAMA_URL: "http://127.0.0.1:9", LISTEN_OLLAMA: `127.0.0.1:${port}`, AUTO_UPDATE: "false" }, stdout: "ignore", stderr: "ignore" });
+      let seen: number | undefined;
+      while (seen === undefined && performance.now() - t0 < 5000) {
+        if (childrenOf(proc.pid).length > 0) seen = performance.now() - t0;
+        else await Bun.sleep(0.5);
+      }
+      await waitHttp(`http://127.0.0.1:${port}/healthz`, 5000, "binary");
+      const kids = childrenOf(proc.pid);
+      proc.kill("SIGTERM");
+      await proc.exited;
+      for (const k of kids) {
+        try {
+          process.kill(k, "SIGKILL");
+        } catch {
+          // exited with its parent
+        }
+      }
+      if (seen !== undefined) spawnToChild.push(seen);
+    }
+    note(`compiled binary: spawn → re-run child exists: median ${median(spawnToChild).toFixed(1)} ms (${spawnToChild.map((x) => x.toFixed(0)).join(", ")})`);
   }
   note(`from source: import src/cli/index.ts ${median(samples.map((s) => s.cli)).toFixed(1)} ms, then src/cli/serve.ts (config, hono, turnstile) ${median(samples.map((s) => s.serve)).toFixed(1)} ms; process clock at that point ${median(samples.map((s) => s.sinceStart)).toFixed(1)} ms`);
 }

@@ -159,8 +159,15 @@ export async function serve(opts: ServeOptions): Promise<Running> {
       resolveDone(code);
     });
   };
-  process.on("SIGINT", () => shutdown(0));
-  process.on("SIGTERM", () => shutdown(0));
+  // A second Ctrl-C means "now": in-flight streams are cut instead of waited for.
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (!stopping) return shutdown(0);
+    log.warn(`${sig} again: exiting without waiting for requests in flight`);
+    host?.stopped(130);
+    process.exit(130);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
   host?.onStopRequest(() => shutdown(0));
   return { turnstile, log, done, shutdown };
 }
