@@ -34,13 +34,19 @@ export async function startUpstreamHost(bun: string, spec: UpstreamSpec, logFile
       }
     },
   });
-  const exited = child.proc.exited.then((code) => {
-    throw new Error(`upstream host exited (${code}) before it was ready; see ${logFile}`);
+  // Fail fast if the host dies or hangs before it is ready; neither check outlives the start.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const failed = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`upstream host not ready after 20 s; see ${logFile}`)), 20_000);
+    void child.proc.exited.then((code) => reject(new Error(`upstream host exited (${code}) before it was ready; see ${logFile}`)));
   });
-  const timeout = Bun.sleep(20_000).then(() => {
-    throw new Error(`upstream host not ready after 20 s; see ${logFile}`);
-  });
-  const m = await Promise.race([ready, exited, timeout]);
+  failed.catch(() => {});
+  let m: Record<string, unknown>;
+  try {
+    m = await Promise.race([ready, failed]);
+  } finally {
+    clearTimeout(timer);
+  }
   const ask = (cmd: string, name: string) =>
     new Promise<Record<string, unknown>>((resolve) => {
       const id = nextId++;

@@ -32,8 +32,10 @@ export async function manyStreams(
   const memIdle = opts.memory?.();
   const started = performance.now();
   const open = Array.from({ length: opts.streams }, () => openChat(t.url, "/api/chat", CHAT_BODY("Tell me a long story.")));
-  const deadline = Bun.sleep(opts.deadlineMs).then(() => "deadline" as const);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((r) => (timer = setTimeout(r, opts.deadlineMs)));
   await Promise.race([Promise.all(open.map((s) => s.first)), deadline]);
+  clearTimeout(timer);
   const allFirstChunksMs = performance.now() - started;
   const memOpen = opts.memory?.();
   const recs = open.map((s) => s.record);

@@ -103,10 +103,5 @@ export async function runCli(argv: readonly string[], serviceHost?: ServiceHost)
     process.stdout.write((await renderUsage(cmd, cmd === main ? undefined : main)) + "\n");
     return;
   }
-  // A process the Windows SCM started must stay the one it talks to: its limit comes from the registry.
-  if ((n.command === "run" || n.command === "demo") && host?.kind !== "windows-service") {
-    const { ensureFetchLimit } = await import("../runtime/fetch-limit.ts");
-    await ensureFetchLimit();
-  }
   await runCommand(commands[n.command], { rawArgs: n.args });
 }

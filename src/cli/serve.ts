@@ -2,13 +2,12 @@
  * The default command: load the configuration, start the turnstile, and run until SIGINT/SIGTERM.
  */
 import { join } from "node:path";
-import { ConfigError, describeConfig, loadConfig } from "../config/index.ts";
+import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import type { ServiceHost } from "../service/index.ts";
 import { startTurnstile, type Turnstile } from "../turnstile.ts";
-import { cleanupAfterStart, startUpdater } from "../update/index.ts";
 import { VERSION } from "../version.ts";
 
 export interface ServeOptions {
@@ -33,6 +32,9 @@ export function configAnchor(): string {
 export function wantColor(env: Record<string, string | undefined>): boolean {
   return env.NO_COLOR === undefined && process.stderr.isTTY === true;
 }
+
+/** How long after start the updater is loaded and makes its first check. */
+const UPDATER_DELAY_MS = 1000;
 
 export type Loaded = { config: Config; log: RootLogger; describe: string[]; warnings: string[]; source: string };
 
@@ -133,25 +135,37 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     if (e.type === "transition") tellState();
   });
 
-  // The new version is up: the previous binary kept for rollback is no longer needed.
-  if (isCompiled()) for (const f of cleanupAfterStart(process.execPath)) log.info("removed the previous binary", { file: f });
-
   let resolveDone!: (code: number) => void;
   const done = new Promise<number>((r) => (resolveDone = r));
   let stopping = false;
-  const updater = startUpdater({
-    config,
-    version: VERSION,
-    execPath: process.execPath,
-    isService: opts.isService ?? (host?.kind === "windows-service" || runningAsService(env)),
-    waitIdle: () => turnstile.whenIdle(),
-    beginShutdown: (code) => shutdown(code),
-    log,
-  });
+  let stopUpdater = () => {};
+  // The updater (node:crypto, tweetnacl, the release client) loads after the listeners answer:
+  // it has nothing to do in the first moments, and the start-up is what operators wait on.
+  setTimeout(async () => {
+    if (stopping) return;
+    if (isCompiled()) {
+      // The new version is up: the previous binary kept for rollback is no longer needed.
+      const { cleanupAfterStart } = await import("../update/stage.ts");
+      for (const f of cleanupAfterStart(process.execPath)) log.info("removed the previous binary", { file: f });
+    }
+    if (stopping) return;
+    if (!config.autoUpdate) return log.info("auto-update off (AUTO_UPDATE=false)");
+    const { startUpdater } = await import("../update/updater.ts");
+    const updater = startUpdater({
+      config,
+      version: VERSION,
+      execPath: process.execPath,
+      isService: opts.isService ?? (host?.kind === "windows-service" || runningAsService(env)),
+      waitIdle: () => turnstile.whenIdle(),
+      beginShutdown: (code) => shutdown(code),
+      log,
+    });
+    stopUpdater = () => updater.stop();
+  }, UPDATER_DELAY_MS).unref();
   const shutdown = (code: number) => {
     if (stopping) return;
     stopping = true;
-    updater.stop();
+    stopUpdater();
     host?.stopping();
     log.warn(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout: `${config.shutdownTimeoutMs}ms` });
     void turnstile.stop().then(() => {

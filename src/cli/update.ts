@@ -4,7 +4,7 @@
  * running executable is replaced and the new version applies on its next start.
  */
 import { appendFileSync, existsSync } from "node:fs";
-import { ConfigError, loadConfig } from "../config/index.ts";
+import { ConfigError, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger } from "../observe/log.ts";
 import { formatElevatedLine, relaunchElevated } from "../service/elevate.ts";

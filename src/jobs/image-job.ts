@@ -168,7 +168,8 @@ async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   try {
     models = (await ollama.ps(signal)).map((m) => m.name);
     for (const m of models) await ollama.unload(m, signal);
-    complete = await ollama.waitUnloaded(Date.now() + settings.unloadTimeoutMs - (performance.now() - t0), settings.unloadPollIntervalMs, signal);
+    // Nothing was loaded: nothing to wait for (and one /api/ps round trip less on every hand-off).
+    complete = models.length === 0 || await ollama.waitUnloaded(Date.now() + settings.unloadTimeoutMs - (performance.now() - t0), settings.unloadPollIntervalMs, signal);
     if (!complete) error = `models still loaded after ${settings.unloadTimeoutMs} ms`;
   } catch (err) {
     error = signal.aborted ? `no answer within UNLOAD_TIMEOUT (${settings.unloadTimeoutMs} ms)` : describeFetchError(err);

@@ -50,7 +50,17 @@ export const CLIENT_CLOSED = 499;
 
 export type AppEnv = { Bindings: { clientIp: string | undefined } };
 
-export function createListenerApp(deps: ListenerAppDeps): Hono<AppEnv> {
+export interface ListenerApp {
+  /** The whole listener as a Hono app: /healthz, /metrics, and everything else to `proxy`. */
+  app: Hono<AppEnv>;
+  /** The proxy route alone: classify → gate → forward. Never throws. */
+  proxy(req: Request, clientIp: string | undefined): Promise<Response>;
+}
+
+/** The two paths the turnstile answers itself; everything else belongs to the upstream. */
+export const INTERNAL_PATHS: ReadonlySet<string> = new Set(["/healthz", "/metrics"]);
+
+export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   const app = new Hono<AppEnv>();
   const { listener, observer } = deps;
 
@@ -64,8 +74,7 @@ export function createListenerApp(deps: ListenerAppDeps): Hono<AppEnv> {
     return c.body(m.text, 200, { "content-type": m.contentType });
   });
 
-  app.all("*", async (c) => {
-    const req = c.req.raw;
+  const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
     const url = new URL(req.url);
     const cls = classify(listener, req.method, url.pathname);
     const t0 = performance.now();
@@ -73,27 +82,29 @@ export function createListenerApp(deps: ListenerAppDeps): Hono<AppEnv> {
     observer.start(info);
     let res: Response;
     try {
-      if (cls === "llm") res = await proxyLLM(req, url, c.env.clientIp, deps);
-      else if (cls === "image" && deps.imageJob) res = await handleImageJob(req, c.env.clientIp, deps.imageJob);
-      else res = await proxyPass(req, url, c.env.clientIp, deps);
+      if (cls === "llm") res = await proxyLLM(req, url, clientIp, deps);
+      else if (cls === "image" && deps.imageJob) res = await handleImageJob(req, clientIp, deps.imageJob);
+      else res = await proxyPass(req, url, clientIp, deps);
     } catch (err) {
-      if (!req.signal.aborted) throw err;
-      res = new Response(null, { status: CLIENT_CLOSED });
+      if (req.signal.aborted) res = new Response(null, { status: CLIENT_CLOSED });
+      else res = internalError(deps, req, url.pathname, err);
     }
     observer.end({ ...info, status: res.status, durationMs: performance.now() - t0 });
     return res;
-  });
+  };
+  app.all("*", (c) => proxy(c.req.raw, c.env.clientIp));
+  app.onError((err, c) => internalError(deps, c.req.raw, new URL(c.req.url).pathname, err));
+  return { app, proxy };
+}
 
-  app.onError((err, c) => {
-    const path = new URL(c.req.url).pathname;
-    observer.upstreamFailed(listener, { method: c.req.method, path, reason: err instanceof Error ? err.message : String(err) });
-    return errorResponse(dialectFor(listener, path), {
-      status: 500,
-      type: "internal_error",
-      message: `gpu-turnstile internal error: ${err instanceof Error ? err.message : String(err)}`,
-    });
+function internalError(deps: ListenerAppDeps, req: Request, path: string, err: unknown): Response {
+  const reason = err instanceof Error ? err.message : String(err);
+  deps.observer.upstreamFailed(deps.listener, { method: req.method, path, reason });
+  return errorResponse(dialectFor(deps.listener, path), {
+    status: 500,
+    type: "internal_error",
+    message: `gpu-turnstile internal error: ${reason}`,
   });
-  return app;
 }
 
 function timed(deps: ListenerAppDeps, req: Request, cls: "internal", status: () => number): void {
@@ -104,6 +115,7 @@ function timed(deps: ListenerAppDeps, req: Request, cls: "internal", status: () 
 async function proxyPass(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps): Promise<Response> {
   const result = await forward(req, {
     upstream: deps.upstream,
+    url,
     signal: req.signal,
     clientIp,
     retry: deps.retry,
@@ -123,6 +135,7 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
   try {
     result = await forward(req, {
       upstream: deps.upstream,
+      url,
       signal: req.signal,
       clientIp,
       retry: deps.retry,

@@ -6,7 +6,7 @@
  * GPU from anyone else.
  */
 import { backoffDelays, sleep } from "./backoff.ts";
-import { clientResponseHeaders, upstreamRequestHeaders } from "./headers.ts";
+import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
 import { prepareBody } from "./request-body.ts";
 import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
 
@@ -31,6 +31,8 @@ export interface RetryNotice {
 
 export interface ForwardOptions {
   upstream: URL;
+  /** The request's URL, when the caller has parsed it already. */
+  url?: URL;
   /** The client's signal: aborting it cancels the upstream request and any backoff at once. */
   signal: AbortSignal;
   /**
@@ -71,7 +73,7 @@ export function targetUrl(upstream: URL, incoming: URL): string {
  */
 export async function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
   const { signal, retry } = opts;
-  const url = targetUrl(opts.upstream, new URL(req.url));
+  const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
   const body = await prepareBody(req, retry.retryBodyLimit);
   const nextDelay = backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs);
@@ -115,8 +117,14 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   }
 }
 
-/** The response for the client: same status and body, hop-by-hop headers removed. */
+/**
+ * The response for the client: same status and body, hop-by-hop headers removed. When there are
+ * none to remove (the usual case: `Connection` and `Transfer-Encoding` are consumed by the HTTP
+ * client) and the body is not being wrapped, the upstream's response itself is returned — no
+ * copy of its headers, and Bun can pass its body on without a JavaScript stream in between.
+ */
 export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | null = res.body): Response {
+  if (body === res.body && !hasHopByHop(res.headers)) return res;
   return new Response(body, {
     status: res.status,
     statusText: res.statusText,
@@ -144,25 +152,37 @@ export function onBodyDone(
     return null;
   }
   const reader = body.getReader();
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(c) {
-        try {
+  // Bun's "direct" stream writes straight to the socket: no queue of its own, so it adds far
+  // less per open stream than a pull-based wrapper (measured in bench/ with 1,000 open streams).
+  const source: DirectSource = {
+    type: "direct",
+    async pull(c) {
+      try {
+        for (;;) {
           const r = await reader.read();
-          if (r.done) {
-            c.close();
-            finish();
-          } else c.enqueue(r.value);
-        } catch (err) {
-          finish();
-          c.error(err);
+          if (r.done) break;
+          c.write(r.value);
+          // Each upstream chunk goes out at once: an NDJSON line or SSE event must not wait.
+          await c.flush();
         }
-      },
-      cancel(reason) {
         finish();
-        return reader.cancel(reason);
-      },
+        c.close();
+      } catch (err) {
+        finish();
+        c.close(err);
+      }
     },
-    { highWaterMark: 0 },
-  );
+    cancel(reason) {
+      finish();
+      return reader.cancel(reason);
+    },
+  };
+  return new ReadableStream<Uint8Array>(source as unknown as UnderlyingDefaultSource<Uint8Array>);
+}
+
+/** Bun's direct ReadableStream source (not in the DOM typings). */
+interface DirectSource {
+  type: "direct";
+  pull(c: { write(chunk: Uint8Array): number; flush(): number | Promise<number>; close(err?: unknown): void }): Promise<void>;
+  cancel(reason: unknown): Promise<void>;
 }

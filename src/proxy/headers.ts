@@ -20,6 +20,14 @@ const HOP_BY_HOP = [
 /** RFC 9110 §5.6.2 token. Headers#delete throws on anything else, and a peer's junk must not fail the request. */
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
+const HOP_BY_HOP_SET: ReadonlySet<string> = new Set(HOP_BY_HOP);
+
+/** True when `h` carries any hop-by-hop field (names come lower-cased from Headers iteration). */
+export function hasHopByHop(h: Headers): boolean {
+  for (const name of h.keys()) if (HOP_BY_HOP_SET.has(name)) return true;
+  return false;
+}
+
 /** Remove hop-by-hop fields, including every field named in `Connection`, in place. */
 export function stripHopByHop(h: Headers): Headers {
   const named = h.get("connection");

@@ -27,11 +27,10 @@ export interface GateSettings {
 
 /** Resolves with a lease; rejects with GpuBusyError, or with the client's abort reason. */
 export async function admitLLM(lock: LlmLock, s: GateSettings, clientSignal: AbortSignal): Promise<LlmLease> {
-  if (s.mode === "reject") {
-    const lease = lock.tryAcquireLLM();
-    if (!lease) throw new GpuBusyError("reject");
-    return lease;
-  }
+  // The common case — the GPU is free for LLM work — costs no timer and no composite signal.
+  const now = lock.tryAcquireLLM();
+  if (now) return now;
+  if (s.mode === "reject") throw new GpuBusyError("reject");
   const timeout = AbortSignal.timeout(s.waitTimeoutMs);
   try {
     return await lock.acquireLLM(AbortSignal.any([clientSignal, timeout]));
