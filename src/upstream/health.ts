@@ -29,6 +29,8 @@ export async function probeComfy(c: ComfyClient, timeoutMs: number): Promise<{ u
   }
 }
 
+const FIRST_PROBE_DELAY_MS = 100;
+
 export interface HealthMonitor {
   /** Resolves when the first round of probes has been reported. */
   first: Promise<void>;
@@ -48,7 +50,10 @@ export function startHealthMonitor(opts: {
     if (opts.comfy) tasks.push(probeComfy(opts.comfy, opts.timeoutMs).then((r) => opts.report("comfy", r.up, r.detail)));
     await Promise.all(tasks);
   };
-  let running: Promise<void> = round();
+  // The first round starts just after the listeners are up rather than with them: its first
+  // fetch sets up Bun's HTTP client (~15 ms on the main thread), which would otherwise delay the
+  // first answer a freshly started (or restarted) turnstile gives.
+  let running: Promise<void> = new Promise<void>((r) => setTimeout(r, FIRST_PROBE_DELAY_MS)).then(round);
   const first = running;
   // HEALTH_INTERVAL=0: probe once at start only.
   if (opts.intervalMs <= 0) return { first, stop: () => {} };
