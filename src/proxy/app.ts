@@ -64,12 +64,14 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   const app = new Hono<AppEnv>();
   const { listener, observer } = deps;
 
+  // Counted like any request, but not logged: a scraper every few seconds is noise.
+  const counted = (path: string) => observer.end({ listener, method: "GET", path, class: "internal", status: 200, durationMs: 0 });
   app.get("/healthz", (c) => {
-    timed(deps, c.req.raw, "internal", () => 200);
+    counted("/healthz");
     return c.json(deps.health());
   });
   app.get("/metrics", (c) => {
-    timed(deps, c.req.raw, "internal", () => 200);
+    counted("/metrics");
     const m = deps.metrics();
     return c.body(m.text, 200, { "content-type": m.contentType });
   });
@@ -105,11 +107,6 @@ function internalError(deps: ListenerAppDeps, req: Request, path: string, err: u
     type: "internal_error",
     message: `gpu-turnstile internal error: ${reason}`,
   });
-}
-
-function timed(deps: ListenerAppDeps, req: Request, cls: "internal", status: () => number): void {
-  const path = new URL(req.url).pathname;
-  deps.observer.end({ listener: deps.listener, method: req.method, path, class: cls, status: status(), durationMs: 0 });
 }
 
 async function proxyPass(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps): Promise<Response> {

@@ -119,9 +119,9 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
 
 /**
  * The response for the client: same status and body, hop-by-hop headers removed. When there are
- * none to remove (the usual case: `Connection` and `Transfer-Encoding` are consumed by the HTTP
- * client) and the body is not being wrapped, the upstream's response itself is returned — no
- * copy of its headers, and Bun can pass its body on without a JavaScript stream in between.
+ * none to remove (the usual case for a fixed-length answer: the HTTP client consumes `Connection`
+ * and `Keep-Alive`) and the body is not being wrapped, the upstream's response itself is returned:
+ * no copy of its headers, and Bun passes its body on without a JavaScript stream in between.
  */
 export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | null = res.body): Response {
   if (body === res.body && !hasHopByHop(res.headers)) return res;
