@@ -1,7 +1,8 @@
 /**
  * The default command: load the configuration, start the turnstile, and run until SIGINT/SIGTERM.
  */
-import { join } from "node:path";
+import { appendFileSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
@@ -50,9 +51,7 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
       if (process.platform === "win32" && isCompiled() && (await explainToExplorer(err.message, opts.configPath)) === "exit") {
         process.exit(1);
       }
-      process.stderr.write(`gpu-turnstile: ${err.message}\n`);
-      for (const p of err.problems.slice(1)) process.stderr.write(`gpu-turnstile: config error: ${p}\n`);
-      process.exit(1);
+      await fatal(opts, [err.message, ...err.problems.slice(1).map((p) => `config error: ${p}`)]);
     }
     throw err;
   }
@@ -61,12 +60,32 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
   try {
     log = createLogger({ level: config.logLevel, format: config.logFormat, file: config.logFile || undefined, color: wantColor(env) });
   } catch (err) {
-    process.stderr.write(`gpu-turnstile: LOG_FILE: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+    return fatal(opts, [`LOG_FILE: ${err instanceof Error ? err.message : String(err)}`]);
   }
   setLogger(log);
   const source = loaded.source.found ? loaded.source.path : `${loaded.source.path} (not found, using environment and defaults)`;
   return { config, log, describe: describeConfig(config), warnings: loaded.warnings, source };
+}
+
+/**
+ * A start that cannot go on: one line per problem, exit 1. A Windows service has no stderr and
+ * no log yet, so the lines also go to the service's default log file, where the installer points
+ * operators (otherwise all they would see is "service-specific error 1").
+ */
+async function fatal(opts: ServeOptions, lines: string[]): Promise<never> {
+  for (const l of lines) process.stderr.write(`gpu-turnstile: ${l}\n`);
+  if (opts.host?.kind === "windows-service") {
+    const { windowsLayout } = await import("../service/windows-install.ts");
+    const file = windowsLayout(process.env).logFile;
+    try {
+      mkdirSync(dirname(file), { recursive: true });
+      const at = new Date().toISOString();
+      appendFileSync(file, lines.map((l) => `${at} ERROR gpu-turnstile cannot start: ${l}\n`).join(""));
+    } catch {
+      // Nowhere left to say it; the SCM still gets exit code 1.
+    }
+  }
+  process.exit(1);
 }
 
 /** The startup banner is shown at every log level: operators need it most when something is wrong. */

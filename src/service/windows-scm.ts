@@ -146,6 +146,11 @@ export async function connectToScm(opts: ScmOptions): Promise<ServiceHost> {
   }
   if (handle === null) throw new Error(`RegisterServiceCtrlHandlerExW failed (error ${kernel32.GetLastError()})`);
   apply({ type: "main" });
+  // Every way out must end in STOPPED with the exit code, not only the graceful stop: a config
+  // error or a port in use ends in process.exit(1) (src/cli/serve.ts) without telling the host.
+  // Unreported, wine's SCM shows START_PENDING for good (the wine smoke test saw it) and Windows'
+  // SCM learns only that the process vanished, not its code. After host.stopped() this does nothing.
+  process.once("exit", (code) => void apply({ type: "stopped", exitCode: code }));
 
   return {
     kind: "windows-service",
