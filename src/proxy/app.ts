@@ -3,7 +3,9 @@
  * waits for an LLM slot, or runs as an image job; /healthz and /metrics are answered here.
  * Websocket upgrades never reach this app (see listener.ts): they need the Bun server itself.
  */
-import { Hono } from "hono";
+// hono/tiny (PatternRouter): two fixed routes and a catch-all need no more router, and it loads
+// ~1 MiB lighter than the default preset — memory every idle turnstile pays (docs/BENCHMARKS.md).
+import { Hono } from "hono/tiny";
 import type { ImageJobDeps } from "../jobs/image-job.ts";
 import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
