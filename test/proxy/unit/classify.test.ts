@@ -57,9 +57,8 @@ describe("ollama listener", () => {
     expect(classify("ollama", "POST", path)).toBe("pass");
   });
 
-  test("a websocket upgrade on the Ollama listener is no ws relay", () => {
-    expect(classify("ollama", "GET", "/ws", true)).toBe("pass");
-    expect(classify("ollama", "POST", "/api/chat", true)).toBe("llm");
+  test("a GET on /ws of the Ollama listener is plain pass-through", () => {
+    expect(classify("ollama", "GET", "/ws")).toBe("pass");
   });
 });
 
@@ -86,19 +85,13 @@ describe("comfy listener", () => {
     expect(classify("comfy", "POST", path)).toBe("pass");
   });
 
-  test.each(["/ws", "/api/ws"])("an upgrade on %s is a websocket, never locked", (path) => {
-    expect(classify("comfy", "GET", path, true)).toBe("ws");
-  });
-
-  test("a plain GET on /ws (no upgrade) or an upgrade elsewhere is pass-through", () => {
+  test("a plain GET on /ws (the websocket path, without an upgrade) is pass-through", () => {
     expect(classify("comfy", "GET", "/ws")).toBe("pass");
-    expect(classify("comfy", "GET", "/ws/", true)).toBe("pass");
-    expect(classify("comfy", "GET", "/view", true)).toBe("pass");
+    expect(classify("comfy", "GET", "/api/ws")).toBe("pass");
   });
 });
 
 test("the exported table lists exactly the paths above", () => {
   expect([...CLASSIFICATION.llm].sort()).toEqual([...LLM].sort());
   expect([...CLASSIFICATION.image].sort()).toEqual([...IMAGE].sort());
-  expect([...CLASSIFICATION.ws].sort()).toEqual(["/api/ws", "/ws"]);
 });
