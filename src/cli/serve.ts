@@ -88,18 +88,19 @@ async function fatal(opts: ServeOptions, lines: string[]): Promise<never> {
   process.exit(1);
 }
 
-/** The startup banner is shown at every log level: operators need it most when something is wrong. */
-export function logStartup(l: Loaded, env: Record<string, string | undefined>): void {
-  const banner = createLogger({
-    level: "info",
-    format: l.config.logFormat,
-    file: l.config.logFile || undefined,
-    color: wantColor(env),
-  });
-  banner.info(`gpu-turnstile ${VERSION} starting`, { config: l.source });
-  for (const line of l.describe) banner.info(`  ${line}`);
-  for (const w of l.warnings) banner.warn(w);
-  banner.close();
+/**
+ * Lifecycle lines — the start-up banner with every setting, the listeners, shutting down, stopped —
+ * are shown at every log level (operators need them most when something is wrong), as INFO
+ * rather than dressed up as warnings. Same destination and format as the main log.
+ */
+export function lifecycleLogger(l: Loaded, env: Record<string, string | undefined>): RootLogger {
+  return createLogger({ level: "info", format: l.config.logFormat, file: l.config.logFile || undefined, color: wantColor(env) });
+}
+
+export function logStartup(l: Loaded, notice: RootLogger): void {
+  notice.info(`gpu-turnstile ${VERSION} starting`, { config: l.source });
+  for (const line of l.describe) notice.info(`  ${line}`);
+  for (const w of l.warnings) notice.warn(w);
 }
 
 export interface Running {
@@ -134,7 +135,8 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   const l = await loadOrExit(opts);
   // A valid config, double-clicked: say that closing the window stops it, and how to install the service.
   if (process.platform === "win32" && isCompiled() && host?.kind !== "windows-service") await explainToExplorer(null, opts.configPath);
-  logStartup(l, env);
+  const notice = lifecycleLogger(l, env);
+  logStartup(l, notice);
   const { config, log } = l;
   let turnstile: Turnstile;
   try {
@@ -143,7 +145,7 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     log.error(`cannot listen: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   }
-  for (const b of turnstile.listeners) log.warn(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
+  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
   host?.ready();
   const tellState = () => {
     const s = turnstile.lock.snapshot();
@@ -186,9 +188,9 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     stopping = true;
     stopUpdater();
     host?.stopping();
-    log.warn(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout: `${config.shutdownTimeoutMs}ms` });
+    notice.info(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout: `${config.shutdownTimeoutMs}ms` });
     void turnstile.stop().then(() => {
-      log.warn("stopped");
+      notice.info("stopped");
       resolveDone(code);
     });
   };
