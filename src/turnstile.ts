@@ -149,6 +149,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     throw err;
   }
 
+  /** Resolves on the next transition to idle. */
+  const nextIdle = () =>
+    new Promise<void>((resolve) => {
+      const off = lock.onEvent((e) => {
+        if (e.type === "transition" && e.to === "idle") {
+          off();
+          resolve();
+        }
+      });
+    });
+
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,
     comfy,
@@ -165,18 +176,15 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     listener: (name) => bound.find((b) => b.name === name),
     health,
     probed: monitor.first,
-    whenIdle: () =>
-      new Promise<void>((resolve) => {
-        const check = () => lock.state === "idle" && tracker.active().length === 0;
-        if (check()) return resolve();
-        const off = lock.onEvent((e) => {
-          if (e.type === "transition" && check()) {
-            off();
-            resolve();
-          }
-        });
-        // A tracked job ends with its release, which is a transition; warm-ups too. Nothing else to watch.
-      }),
+    async whenIdle() {
+      // Idle means the lock is idle AND no image job is still being tracked: a job releases the
+      // lock before its tracking ends (and a warm-up may follow), so both are checked, in a loop.
+      for (;;) {
+        if (lock.state !== "idle") await nextIdle();
+        await tracker.settled();
+        if (lock.state === "idle") return;
+      }
+    },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
       for (const job of tracker.active()) {
