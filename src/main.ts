@@ -10,12 +10,10 @@ import { commandOf } from "./cli/argv.ts";
 import { ensureFetchLimit } from "./runtime/fetch-limit.ts";
 
 const args = process.argv.slice(2);
-const windowsService = args.includes("--windows-service");
 const command = commandOf(args);
-// A process the Windows SCM started must stay the one it talks to: its limit comes from the registry.
-if ((command === "run" || command === "demo") && !windowsService) await ensureFetchLimit();
+if (command === "run" || command === "demo") await ensureFetchLimit();
 
-const managed = windowsService || (process.platform === "linux" && !!process.env.NOTIFY_SOCKET);
+const managed = args.includes("--windows-service") || (process.platform === "linux" && !!process.env.NOTIFY_SOCKET);
 const { argv, host } = managed
   ? await (await import("./service/index.ts")).runAsServiceIfRequested(args)
   : { argv: args, host: undefined };

@@ -20,9 +20,9 @@ export interface ServeOptions {
   host?: ServiceHost;
 }
 
-/** systemd sets INVOCATION_ID for every unit it starts; our Windows service wrapper sets GPU_TURNSTILE_SERVICE. */
+/** systemd sets INVOCATION_ID for every unit it starts (a Windows service is known by its host). */
 export function runningAsService(env: Record<string, string | undefined>): boolean {
-  return !!env.INVOCATION_ID || !!env.NOTIFY_SOCKET || env.GPU_TURNSTILE_SERVICE === "1";
+  return !!env.INVOCATION_ID || !!env.NOTIFY_SOCKET;
 }
 
 /** Where "the config next to the executable" is: beside the binary, or the working directory when run from source. */

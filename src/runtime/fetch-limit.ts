@@ -14,12 +14,17 @@ export const FETCH_LIMIT = "65535";
 export type ReexecDecision = { reexec: false; why: string } | { reexec: true };
 
 /** Pure: should this process re-run itself with the fetch limit lifted? */
-export function decideReexec(env: Readonly<Record<string, string | undefined>>, platform: string): ReexecDecision {
+export function decideReexec(
+  env: Readonly<Record<string, string | undefined>>,
+  platform: string,
+  args: readonly string[] = [],
+): ReexecDecision {
   if (env[FETCH_LIMIT_VAR]) return { reexec: false, why: "already set" };
+  // The Windows service control manager talks to the process it started; the installer sets the
+  // variable in the service's environment instead.
+  if (args.includes("--windows-service")) return { reexec: false, why: "Windows service (its registry environment sets it)" };
   // systemd accepts sd_notify only from its main PID by default; the unit sets the variable.
   if (env.NOTIFY_SOCKET) return { reexec: false, why: "under systemd (the unit sets it)" };
-  // The Windows service control manager talks to the process it started; the installer sets it.
-  if (env.GPU_TURNSTILE_SERVICE === "1") return { reexec: false, why: "Windows service (registry sets it)" };
   if (platform !== "linux" && platform !== "win32" && platform !== "darwin") return { reexec: false, why: "unknown platform" };
   return { reexec: true };
 }
@@ -29,7 +34,7 @@ export function decideReexec(env: Readonly<Record<string, string | undefined>>, 
  * re-run is needed.
  */
 export async function ensureFetchLimit(): Promise<void> {
-  const d = decideReexec(process.env, process.platform);
+  const d = decideReexec(process.env, process.platform, userArgs());
   if (!d.reexec) return;
   const child = Bun.spawn([...selfCommand(), ...userArgs()], {
     env: { ...process.env, [FETCH_LIMIT_VAR]: FETCH_LIMIT },

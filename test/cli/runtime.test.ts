@@ -21,8 +21,8 @@ describe("decideReexec", () => {
   });
 
   test("as a Windows service the process stays the one the SCM started", () => {
-    expect(decideReexec({ GPU_TURNSTILE_SERVICE: "1" }, "win32").reexec).toBe(false);
-    expect(decideReexec({ GPU_TURNSTILE_SERVICE: "0" }, "win32").reexec).toBe(true);
+    expect(decideReexec({}, "win32", ["--windows-service"]).reexec).toBe(false);
+    expect(decideReexec({}, "win32", ["--config", "x.env"]).reexec).toBe(true);
   });
 
   test("an unknown platform is left alone", () => {
