@@ -34,6 +34,9 @@ export function wantColor(env: Record<string, string | undefined>): boolean {
   return env.NO_COLOR === undefined && process.stderr.isTTY === true;
 }
 
+/** Signals closer together than this are one keypress delivered twice. */
+const SAME_SIGNAL_MS = 1000;
+
 /** How long after start the updater is loaded and makes its first check. */
 const UPDATER_DELAY_MS = 1000;
 
@@ -194,9 +197,16 @@ export async function serve(opts: ServeOptions): Promise<Running> {
       resolveDone(code);
     });
   };
-  // A second Ctrl-C means "now": in-flight streams are cut instead of waited for.
+  // A second Ctrl-C means "now": in-flight streams are cut instead of waited for. One Ctrl-C can
+  // arrive twice — from the terminal and forwarded by the launcher that lifted the fetch limit —
+  // so a repeat within a second is the same keypress.
+  let firstSignalAt = 0;
   const onSignal = (sig: NodeJS.Signals) => {
-    if (!stopping) return shutdown(0);
+    if (!stopping) {
+      firstSignalAt = Date.now();
+      return shutdown(0);
+    }
+    if (Date.now() - firstSignalAt < SAME_SIGNAL_MS) return;
     log.warn(`${sig} again: exiting without waiting for requests in flight`);
     host?.stopped(130);
     process.exit(130);
