@@ -61,9 +61,10 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
 
   if (!opts.once) {
     printTryIt(tl, targets, !!turnstile);
+    // "on", not "once": a Ctrl-C can arrive twice (terminal and launcher), and the second must not kill us mid-cleanup.
     await new Promise<void>((resolve) => {
-      process.once("SIGINT", resolve);
-      process.once("SIGTERM", resolve);
+      process.on("SIGINT", () => resolve());
+      process.on("SIGTERM", () => resolve());
     });
   }
   await turnstile?.stop(1000);
