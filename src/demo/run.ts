@@ -13,6 +13,10 @@ import { startTurnstile, type Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 import { gib, secs, Timeline } from "./timeline.ts";
 import { runWorkload, type WorkloadResult } from "./workload.ts";
+import { demoWorkflow } from "./workflow.ts";
+import { writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export interface DemoOptions {
   once: boolean;
@@ -199,7 +203,9 @@ function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, withTurn
   tl.text("");
   tl.text(`still running — try it by hand (Ctrl-C to stop):`, "gpu");
   tl.text(`  curl -N ${t.ollama}/api/chat -d '{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}'`);
-  tl.text(`  curl ${t.comfy}/prompt -H 'content-type: application/json' -d '{"prompt":{"4":{"class_type":"CheckpointLoaderSimple","inputs":{"ckpt_name":"v1-5-pruned-emaonly-fp16.safetensors"}},"9":{"class_type":"SaveImage","inputs":{"filename_prefix":"x","images":["4",0]}}}}'`);
+  const workflow = join(tmpdir(), `gpu-turnstile-demo-workflow-${process.pid}.json`);
+  writeFileSync(workflow, JSON.stringify(demoWorkflow("a cat made of clouds", 1, "by-hand"), null, 2));
+  tl.text(`  curl ${t.comfy}/prompt -H 'content-type: application/json' -d @${workflow}`);
   if (withTurnstile) {
     tl.text(`  curl ${t.ollama}/healthz`);
     tl.text(`  curl ${t.comfy}/metrics`);
