@@ -4,6 +4,9 @@
  * doing and who waited why. `--without-turnstile` sends the same workload straight to the
  * simulators and shows what the turnstile prevents.
  */
+import { rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { buildConfig } from "../config/load.ts";
 import { currentPlatform } from "../config/settings.ts";
 import type { ImageJobEvent } from "../jobs/events.ts";
@@ -14,9 +17,6 @@ import { VERSION } from "../version.ts";
 import { gib, secs, Timeline } from "./timeline.ts";
 import { runWorkload, type WorkloadResult } from "./workload.ts";
 import { demoWorkflow } from "./workflow.ts";
-import { writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 
 export interface DemoOptions {
   once: boolean;
@@ -64,12 +64,13 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
   const overlaps = printSummary(tl, sims, result, !!turnstile);
 
   if (!opts.once) {
-    printTryIt(tl, targets, !!turnstile);
+    const workflow = printTryIt(tl, targets, !!turnstile);
     // "on", not "once": a Ctrl-C can arrive twice (terminal and launcher), and the second must not kill us mid-cleanup.
     await new Promise<void>((resolve) => {
       process.on("SIGINT", () => resolve());
       process.on("SIGTERM", () => resolve());
     });
+    rmSync(workflow, { force: true });
   }
   await turnstile?.stop(1000);
   await sims.stop();
@@ -199,7 +200,8 @@ function printSummary(tl: Timeline, sims: SimPair, r: WorkloadResult, withTurnst
   return overlaps.length;
 }
 
-function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, withTurnstile: boolean): void {
+/** Prints curl lines to try by hand; returns the workflow file it wrote for them. */
+function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, withTurnstile: boolean): string {
   tl.text("");
   tl.text(`still running — try it by hand (Ctrl-C to stop):`, "gpu");
   tl.text(`  curl -N ${t.ollama}/api/chat -d '{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}'`);
@@ -210,4 +212,5 @@ function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, withTurn
     tl.text(`  curl ${t.ollama}/healthz`);
     tl.text(`  curl ${t.comfy}/metrics`);
   }
+  return workflow;
 }
