@@ -34,6 +34,9 @@ export function wantColor(env: Record<string, string | undefined>): boolean {
   return env.NO_COLOR === undefined && process.stderr.isTTY === true;
 }
 
+/** Shortest interval between two GPU-state reports to the service manager. */
+const STATUS_EVERY_MS = 250;
+
 /** Signals closer together than this are one keypress delivered twice. */
 const SAME_SIGNAL_MS = 1000;
 
@@ -150,14 +153,24 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   }
   for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
   host?.ready();
-  const tellState = () => {
-    const s = turnstile.lock.snapshot();
-    host?.status(`GPU ${s.state}, ${s.llmInflight} LLM request(s), ${s.imageWaiting} image job(s) waiting`);
-  };
-  tellState();
-  turnstile.lock.onEvent((e) => {
-    if (e.type === "transition") tellState();
-  });
+  if (host && host.kind !== "console") {
+    // What `systemctl status` shows. Busy chat traffic flips idle <-> llm thousands of times a
+    // second; the service manager hears the state at most every STATUS_EVERY_MS, the last one included.
+    const tellState = () => {
+      const s = turnstile.lock.snapshot();
+      host.status(`GPU ${s.state}, ${s.llmInflight} LLM request(s), ${s.imageWaiting} image job(s) waiting`);
+    };
+    let pending: ReturnType<typeof setTimeout> | undefined;
+    tellState();
+    turnstile.lock.onEvent((e) => {
+      if (e.type !== "transition" || pending) return;
+      pending = setTimeout(() => {
+        pending = undefined;
+        tellState();
+      }, STATUS_EVERY_MS);
+      pending.unref();
+    });
+  }
 
   let resolveDone!: (code: number) => void;
   const done = new Promise<number>((r) => (resolveDone = r));
