@@ -23,6 +23,8 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
     port: opts.port,
     // An LLM request may wait minutes for the GPU without a byte on the wire: never cut it off.
     idleTimeout: 0,
+    // Never Bun's development error page (stack traces to clients); our own errors are JSON.
+    development: false,
     // Model blobs (`ollama create`) and ComfyUI uploads stream through; the upstream sets limits.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     async fetch(req, server) {
