@@ -11,7 +11,6 @@
  *   --quick            shorter cells (a smoke run; does not touch docs/BENCHMARKS.md)
  *   --only 1,2,...     run only these scenarios
  *   --no-docs          leave docs/BENCHMARKS.md alone
- *   --upstream auto|sim|standin   which simulated upstreams (default auto: src/sim when usable)
  *   --wait-quiet N     first wait up to N seconds for other processes to leave the CPU idle
  */
 import { execSync } from "node:child_process";
@@ -44,7 +43,6 @@ const { values: args } = parseArgs({
     quick: { type: "boolean", default: false },
     only: { type: "string" },
     "no-docs": { type: "boolean", default: false },
-    upstream: { type: "string", default: "auto" },
     "wait-quiet": { type: "string" },
   },
 });
@@ -71,7 +69,6 @@ const S = {
 };
 
 const UPSTREAMS: UpstreamSpec = {
-  impl: (args.upstream ?? "auto") as UpstreamSpec["impl"],
   ollama: {
     main: { loadMs: 0, unloadMs: 50, tokenDelayMs: S.streamTokenDelayMs, tokens: S.streamTokens },
     slow: { loadMs: 0, unloadMs: 50, tokenDelayMs: S.slowTokenDelayMs, tokens: 10_000 },
@@ -140,7 +137,7 @@ async function main(): Promise<number> {
   }
   note(`gpu-turnstile bench${quick ? " (quick)" : ""}: other processes use ${background.toFixed(0)} % of the CPU${background > 10 ? " — figures will be off; rerun on a quiet machine" : ""}`);
   const up: UpstreamHost = await startUpstreamHost(BUN, UPSTREAMS, log("upstreams"));
-  const upstreamDesc = up.impl === "sim" ? "src/sim simulators" : `bench/standin.ts stand-ins (${up.why})`;
+  const upstreamDesc = "src/sim simulators";
   note(`  upstreams: ${upstreamDesc}`);
   const results: Results = { command: COMMAND, machine: machine(upstreamDesc, nginxBin, wrk, background), settings: { ...S, upstreams: UPSTREAMS, turnstileEnv: TURNSTILE_BENCH_ENV }, skipped };
 

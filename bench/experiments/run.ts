@@ -40,7 +40,7 @@ async function startVariant(variant: string, upstream: string): Promise<ProxyPro
 }
 
 async function throughput(): Promise<void> {
-  const up = await startUpstreamHost(BUN, { impl: "auto", ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
+  const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
   const upstream = up.urls["ollama.main"]!;
   const subjects: [string, string, () => Promise<void>, number?][] = [["direct", upstream, async () => {}]];
   const nginx = findNginx();
@@ -83,7 +83,7 @@ async function throughput(): Promise<void> {
 }
 
 async function memory(): Promise<void> {
-  const up = await startUpstreamHost(BUN, { impl: "auto", ollama: { slow: { loadMs: 0, unloadMs: 50, tokenDelayMs: 500, tokens: 10_000 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.slow"] }, join(OUT, "upstreams.log"));
+  const up = await startUpstreamHost(BUN, { ollama: { slow: { loadMs: 0, unloadMs: 50, tokenDelayMs: 500, tokens: 10_000 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.slow"] }, join(OUT, "upstreams.log"));
   const upstream = up.urls["ollama.slow"]!;
   const runs: [string, () => Promise<ProxyProc>][] = [
     ["turnstile (LLM_BUSY_MODE=wait)", () => startTurnstileProc({ cmd: [BUN, "src/main.ts"], cwd: ROOT, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true })],
@@ -115,7 +115,7 @@ async function memory(): Promise<void> {
 }
 
 async function profile(): Promise<void> {
-  const up = await startUpstreamHost(BUN, { impl: "auto", ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
+  const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
   const dir = join(OUT, "profile");
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });

@@ -5,8 +5,6 @@ import { spawnChild } from "./proc.ts";
 
 export interface UpstreamHost {
   readonly pid: number;
-  readonly impl: "sim" | "standin";
-  readonly why: string;
   readonly urls: Record<string, string>;
   calls(name: string): Promise<CallStamp[]>;
   clear(name: string): Promise<void>;
@@ -56,8 +54,6 @@ export async function startUpstreamHost(bun: string, spec: UpstreamSpec, logFile
   const ups = m.upstreams as Record<string, { url: string }>;
   return {
     pid: child.pid,
-    impl: m.impl as "sim" | "standin",
-    why: String(m.why),
     urls: Object.fromEntries(Object.entries(ups).map(([k, v]) => [k, v.url])),
     calls: async (name) => (await ask("calls", name)).calls as CallStamp[],
     clear: async (name) => void (await ask("clear", name)),

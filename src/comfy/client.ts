@@ -58,15 +58,20 @@ export class ComfyClient {
     if (status !== 200) throw new UpstreamHttpError(status, text, "POST /free");
   }
 
-  /** Bytes PyTorch holds reserved across all devices (`torch_vram_total`, C4). */
-  async torchReserved(timeoutMs = this.callTimeoutMs): Promise<number> {
+  /** `/system_stats` (C4): ComfyUI's version and the bytes PyTorch holds reserved across all devices. */
+  async systemStats(timeoutMs = this.callTimeoutMs): Promise<{ version: string; torchReserved: number }> {
     const { status, text } = await callJson(this.base, "/system_stats", { timeoutMs });
     if (status !== 200) throw new UpstreamHttpError(status, text, "GET /system_stats");
     const body = parseJson(text);
+    const system = isRecord(body) && isRecord(body.system) ? body.system : {};
     const devices = isRecord(body) && Array.isArray(body.devices) ? body.devices : [];
-    let total = 0;
-    for (const d of devices) if (isRecord(d) && typeof d.torch_vram_total === "number") total += d.torch_vram_total;
-    return total;
+    let torchReserved = 0;
+    for (const d of devices) if (isRecord(d) && typeof d.torch_vram_total === "number") torchReserved += d.torch_vram_total;
+    return { version: String(system.comfyui_version ?? "unknown"), torchReserved };
+  }
+
+  async torchReserved(timeoutMs = this.callTimeoutMs): Promise<number> {
+    return (await this.systemStats(timeoutMs)).torchReserved;
   }
 }
 

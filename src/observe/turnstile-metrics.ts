@@ -3,14 +3,16 @@
  * gauges that read the lock's state at scrape time (so they can never drift from it).
  */
 import { JOB_OUTCOMES, type JobOutcome } from "../jobs/events.ts";
+import type { GpuState, LeaseKind } from "../lock/types.ts";
+import type { Listener, RequestClass as ProxyRequestClass } from "../proxy/classify.ts";
+import type { BusyReason } from "../proxy/llm-gate.ts";
 import { Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, Registry } from "./metrics.ts";
 
-export type GpuState = "idle" | "llm" | "image";
-export type LockKind = "llm" | "image";
-export type Upstream = "ollama" | "comfy";
-export type Listener = "ollama" | "comfy";
-export type RequestClass = "llm" | "image" | "pass" | "ws" | "internal";
-export type BusyReason = "wait_timeout" | "reject";
+export type { BusyReason, GpuState, Listener };
+export type LockKind = LeaseKind;
+export type Upstream = Listener;
+/** A request's class, plus "internal" for what the turnstile answers itself (/healthz, /metrics). */
+export type RequestClass = ProxyRequestClass | "internal";
 export type ImageJobOutcome = JobOutcome;
 
 export const GPU_STATES: readonly GpuState[] = ["idle", "llm", "image"];

@@ -7,6 +7,7 @@
  */
 import { backoffDelays, sleep } from "./backoff.ts";
 import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
+import { joinUrl } from "../upstream/http.ts";
 import { prepareBody } from "./request-body.ts";
 import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
 
@@ -40,7 +41,7 @@ export interface ForwardOptions {
    * its client. A function is called once per attempt, so a timeout it creates starts when the
    * attempt does (not when the request arrived and began waiting for the lock).
    */
-  fetchSignal?: AbortSignal | (() => AbortSignal);
+  fetchSignal?: () => AbortSignal;
   clientIp?: string;
   retry: RetryPolicy;
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
@@ -62,9 +63,9 @@ type BunUpstreamInit = RequestInit & { decompress: boolean; duplex: "half" };
 /** RFC 9110 §9.2.2: replaying these cannot do more than the first attempt did. */
 const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
 
+/** The upstream URL for a request: the upstream's origin and path prefix, then the request's path and query. */
 export function targetUrl(upstream: URL, incoming: URL): string {
-  const base = upstream.pathname.endsWith("/") ? upstream.pathname.slice(0, -1) : upstream.pathname;
-  return `${upstream.origin}${base}${incoming.pathname}${incoming.search}`;
+  return joinUrl(upstream, incoming.pathname + incoming.search);
 }
 
 /**
@@ -76,7 +77,9 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
   const body = await prepareBody(req, retry.retryBodyLimit);
-  const nextDelay = backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs);
+  // Made on the first retry only: almost every request never needs one.
+  let delays: (() => number) | undefined;
+  const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();
   const replay5xx = IDEMPOTENT.has(req.method) && body.buffered;
   let retries5xx = 0;
 
@@ -90,7 +93,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
         body: body.next(),
         redirect: "manual",
         decompress: false,
-        signal: (typeof opts.fetchSignal === "function" ? opts.fetchSignal() : opts.fetchSignal) ?? signal,
+        signal: opts.fetchSignal?.() ?? signal,
         duplex: "half",
       };
       res = await fetch(url, init);

@@ -6,6 +6,7 @@
  * never takes the GPU lock: it only carries progress messages about work the lock already covers.
  */
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
+import { targetUrl } from "./forward.ts";
 import { upstreamRequestHeaders } from "./headers.ts";
 import { closeActionFor } from "./ws-close.ts";
 
@@ -28,8 +29,8 @@ export interface RelayOptions {
 export type UpgradeResult = { ok: true } | { ok: false; status: number; reason: string };
 
 export async function upgradeAndRelay(req: Request, server: Server<RelayData>, opts: RelayOptions): Promise<UpgradeResult> {
-  const incoming = new URL(req.url);
-  const target = new URL(incoming.pathname + incoming.search, opts.upstream);
+  // Same target as any other request (the upstream's path prefix included), in ws(s):// form.
+  const target = new URL(targetUrl(opts.upstream, new URL(req.url)));
   target.protocol = opts.upstream.protocol === "https:" ? "wss:" : "ws:";
 
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });

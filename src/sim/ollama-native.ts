@@ -177,19 +177,10 @@ export async function embed(ctx: Ctx): Promise<Response> {
   } else if (req.input !== undefined && req.input !== null) {
     return jsonRes(400, { error: "invalid input type" });
   }
-  const ka = parseKeepAlive(req.keep_alive);
-  if (!ka.ok) return jsonRes(400, { error: ka.error });
-  const name = str(req.model);
-  const model = ctx.core.find(name);
-  if (!model) return jsonRes(404, { error: `model ${JSON.stringify(name)} not found, try pulling it first` });
-
   const startedAt = ctx.core.gpu.now();
-  let lease: Lease;
-  try {
-    lease = await ctx.core.lease(model, ka.ms, ctx.req.signal);
-  } catch {
-    return jsonRes(499, { error: "request canceled" });
-  }
+  const held = await embeddingModel(ctx, req);
+  if (held instanceof Response) return held;
+  const { name, model, lease } = held;
   try {
     if (input.length === 0) return jsonRes(200, { model: name, embeddings: [] });
     await ctx.core.timers.sleep(ctx.core.timing.tokenDelayMs, ctx.req.signal);
@@ -210,21 +201,33 @@ export async function embed(ctx: Ctx): Promise<Response> {
   }
 }
 
-/** POST /api/embeddings (legacy): one prompt, `{"embedding":[...]}`. */
-export async function embeddings(ctx: Ctx): Promise<Response> {
-  const req = bind(ctx, "api.EmbeddingRequest");
-  if (req instanceof Response) return req;
+/**
+ * What /api/embed and /api/embeddings share (EmbedHandler and EmbeddingsHandler): keep_alive
+ * parsed, the model found, and the model loaded and held for this request — or the error reply.
+ */
+async function embeddingModel(
+  ctx: Ctx,
+  req: { keep_alive?: unknown; model?: unknown },
+): Promise<{ name: string; model: NonNullable<ReturnType<Ctx["core"]["find"]>>; lease: Lease } | Response> {
   const ka = parseKeepAlive(req.keep_alive);
   if (!ka.ok) return jsonRes(400, { error: ka.error });
   const name = str(req.model);
   const model = ctx.core.find(name);
   if (!model) return jsonRes(404, { error: `model ${JSON.stringify(name)} not found, try pulling it first` });
-  let lease: Lease;
   try {
-    lease = await ctx.core.lease(model, ka.ms, ctx.req.signal);
+    return { name, model, lease: await ctx.core.lease(model, ka.ms, ctx.req.signal) };
   } catch {
     return jsonRes(499, { error: "request canceled" });
   }
+}
+
+/** POST /api/embeddings (legacy): one prompt, `{"embedding":[...]}`. */
+export async function embeddings(ctx: Ctx): Promise<Response> {
+  const req = bind(ctx, "api.EmbeddingRequest");
+  if (req instanceof Response) return req;
+  const held = await embeddingModel(ctx, req);
+  if (held instanceof Response) return held;
+  const { model, lease } = held;
   try {
     const prompt = str(req.prompt);
     if (prompt === "") return jsonRes(200, { embedding: [] });

@@ -5,7 +5,6 @@
 import type { ComfyClient } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
 import { describeFetchError } from "../proxy/upstream-errors.ts";
-import { callJson, isRecord, parseJson } from "./http.ts";
 
 export type ProbeReport = (upstream: "ollama" | "comfy", up: boolean, detail: string) => void;
 
@@ -19,11 +18,7 @@ export async function probeOllama(c: OllamaClient, timeoutMs: number): Promise<{
 
 export async function probeComfy(c: ComfyClient, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
   try {
-    const { status, text } = await callJson(c.base, "/system_stats", { timeoutMs });
-    if (status !== 200) return { up: false, detail: `GET /system_stats answered ${status}` };
-    const body = parseJson(text);
-    const sys = isRecord(body) && isRecord(body.system) ? body.system : {};
-    return { up: true, detail: String(sys.comfyui_version ?? "unknown") };
+    return { up: true, detail: (await c.systemStats(timeoutMs)).version };
   } catch (err) {
     return { up: false, detail: describeFetchError(err) };
   }

@@ -84,7 +84,9 @@ describe.skipIf(!canNamespace)("the image's root folder", () => {
         LISTEN_COMFY: "127.0.0.1:0",
         LOGLEVEL: "warn",
         NO_COLOR: "1",
+        // What the Dockerfile's ENV lines set in the image.
         AUTO_UPDATE: "false",
+        BUN_CONFIG_MAX_HTTP_REQUESTS: "65535",
       },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -106,10 +108,10 @@ describe.skipIf(!canNamespace)("the image's root folder", () => {
         child.on("exit", (code) => reject(new Error(`exited with ${code} before listening:\n${output}`)));
       });
       const res = await fetch(`${url}/healthz`);
-      expect(res.status).toBe(200);
+      expect(res.status, output).toBe(200);
       expect(await res.json()).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
       const procs = processesIn(rootfs);
-      expect(procs.length).toBeGreaterThan(0);
+      expect(procs.length, output).toBeGreaterThan(0);
       expect(new Set(procs.map((p) => p.uid))).toEqual(new Set([UID]));
     } finally {
       // chroot's change of uid clears unshare's --kill-child death signal: end the namespace's
