@@ -10,7 +10,7 @@ import type { ImageJobDeps } from "../jobs/image-job.ts";
 import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
 import { dialectFor, errorResponse } from "./dialect.ts";
-import { forward, onBodyDone, relayResponse, type RetryNotice, type RetryPolicy } from "./forward.ts";
+import { forward, relayResponse, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "./forward.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
 export interface RequestObserver {
@@ -152,10 +152,12 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
     });
   }
   if (!result.ok) return unreachable(deps, req, url, result.reason);
-  const hold = result.hold!;
-  const release = () => hold.release();
-  req.signal.addEventListener("abort", release, { once: true });
-  return relayResponse(result.response, onBodyDone(result.response.body, release));
+  return whenBodyDone(relayResponse(result.response), req.signal, releaser(result.hold!));
+}
+
+/** A release that keeps only the lease alive while the stream is open (not this request's scope). */
+function releaser(hold: Hold): () => void {
+  return () => hold.release();
 }
 
 function unreachable(deps: ListenerAppDeps, req: Request, url: URL, reason: string): Response {

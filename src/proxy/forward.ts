@@ -9,6 +9,7 @@ import { backoffDelays, sleep } from "./backoff.ts";
 import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
 import { joinUrl } from "../upstream/http.ts";
 import { prepareBody } from "./request-body.ts";
+import { onPooledBodyEnd, poolFor, type PoolRequest } from "../upstream/h1-pool.ts";
 import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
 
 export interface Hold {
@@ -82,6 +83,9 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();
   const replay5xx = IDEMPOTENT.has(req.method) && body.buffered;
   let retries5xx = 0;
+  // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
+  // client; https ones through fetch.
+  const pool = opts.upstream.protocol === "http:" ? poolFor(opts.upstream) : undefined;
 
   for (let attempt = 1; ; attempt++) {
     const hold = opts.acquire ? await opts.acquire() : undefined;
@@ -96,7 +100,9 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
         signal: opts.fetchSignal?.() ?? signal,
         duplex: "half",
       };
-      res = await fetch(url, init);
+      res = pool
+        ? await pool.request({ method: req.method, target: url.slice(opts.upstream.origin.length), headers, body: init.body as PoolRequest["body"], signal: init.signal! })
+        : await fetch(url, init);
     } catch (err) {
       hold?.release();
       if (signal.aborted) throw signal.reason;
@@ -133,6 +139,19 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
     statusText: res.statusText,
     headers: clientResponseHeaders(res.headers),
   });
+}
+
+/**
+ * Run `done` once when the response's body has been handed to the client in full, has failed,
+ * or the client went away (its `signal`), and return the response to send. `done` must be
+ * idempotent: more than one of those may fire. A pooled upstream answer
+ * says so itself; a fetch body (https upstreams) is watched through a JavaScript stream.
+ */
+export function whenBodyDone(res: Response, signal: AbortSignal, done: () => void): Response {
+  if (onPooledBodyEnd(res, done)) return res;
+  // Bun cancels the body when the client leaves; the signal is the second line of defence.
+  signal.addEventListener("abort", done, { once: true });
+  return relayResponse(res, onBodyDone(res.body, done));
 }
 
 /**

@@ -22,6 +22,11 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 const HOP_BY_HOP_SET: ReadonlySet<string> = new Set(HOP_BY_HOP);
 
+/** True for a field name (lower-case) that is hop-by-hop whatever `Connection` says. */
+export function isHopByHop(lowerName: string): boolean {
+  return HOP_BY_HOP_SET.has(lowerName);
+}
+
 /** True when `h` carries any hop-by-hop field (names come lower-cased from Headers iteration). */
 export function hasHopByHop(h: Headers): boolean {
   for (const name of h.keys()) if (HOP_BY_HOP_SET.has(name)) return true;

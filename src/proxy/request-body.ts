@@ -18,12 +18,15 @@ export interface ReplayableBody {
 const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
 
 export async function prepareBody(req: Request, bufferLimit: number): Promise<ReplayableBody> {
-  if (req.body === null || req.method === "GET" || req.method === "HEAD") return NO_BODY;
+  if (req.method === "GET" || req.method === "HEAD") return NO_BODY;
   const declared = Number(req.headers.get("content-length") ?? NaN);
+  // Read before touching req.body: that getter alone makes a JavaScript stream for the body.
   if (Number.isFinite(declared) && declared <= bufferLimit) {
     const bytes = new Uint8Array(await req.arrayBuffer());
+    if (bytes.length === 0) return NO_BODY;
     return { next: () => bytes, replayable: true, buffered: true };
   }
+  if (req.body === null) return NO_BODY;
   return streamingBody(req.body);
 }
 
