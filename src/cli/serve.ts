@@ -151,7 +151,6 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     log.error(`cannot listen: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   }
-  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
   host?.ready();
   if (host && host.kind !== "console") {
     // What `systemctl status` shows. Busy chat traffic flips idle <-> llm thousands of times a
@@ -227,5 +226,7 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   host?.onStopRequest(() => shutdown(0));
+  // Said last: once an operator (or a script) reads "ready", Ctrl-C already stops gracefully.
+  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
   return { turnstile, log, done, shutdown };
 }
