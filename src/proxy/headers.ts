@@ -71,11 +71,8 @@ export function upstreamRequestHeaders(incoming: Headers, upstream: URL, info: F
   h.set("host", upstream.host);
   // Credentials written into OLLAMA_URL/COMFY_URL (a basic-auth front of the upstream) are sent
   // unless the client brought its own.
-  if (upstream.username && !h.has("authorization")) {
-    const user = decodeURIComponent(upstream.username);
-    const pass = decodeURIComponent(upstream.password);
-    h.set("authorization", `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`);
-  }
+  const auth = basicAuth(upstream);
+  if (auth && !h.has("authorization")) h.set("authorization", auth);
 
   const origin = incoming.get("origin");
   if (origin && clientHost && originHost(origin) === clientHost.toLowerCase()) {
@@ -89,6 +86,14 @@ export function upstreamRequestHeaders(incoming: Headers, upstream: URL, info: F
   if (!incoming.has("x-forwarded-proto")) h.set("x-forwarded-proto", info.proto);
   if (clientHost && !incoming.has("x-forwarded-host")) h.set("x-forwarded-host", clientHost);
   return h;
+}
+
+/** The Authorization value for credentials written into an upstream URL (`http://user:pass@host`). */
+export function basicAuth(upstream: URL): string | undefined {
+  if (!upstream.username) return undefined;
+  const user = decodeURIComponent(upstream.username);
+  const pass = decodeURIComponent(upstream.password);
+  return `Basic ${Buffer.from(`${user}:${pass}`).toString("base64")}`;
 }
 
 /** Response headers for the client: everything the upstream sent except hop-by-hop fields. */

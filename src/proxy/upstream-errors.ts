@@ -1,9 +1,11 @@
 /**
- * Which fetch failures mean "the request never reached the upstream application" and are
+ * Which fetch and pooled-client failures mean "the request never reached the upstream application" and are
  * therefore safe to retry: the connection was refused, could not be opened, the name did not
  * resolve, or the TLS handshake failed. Anything after that (a reset mid-response) is not.
  */
 const CONNECT_PHASE_CODES = new Set([
+  // The pooled client (upstream/h1-pool.ts) when Bun.connect failed without a code.
+  "ECONNECT",
   "ECONNREFUSED",
   "ConnectionRefused",
   "ENOTFOUND",

@@ -157,7 +157,7 @@ export class Pool {
     } catch (err) {
       // A connection that opens after we gave up on it is closed at once.
       connecting.then((s) => s.terminate(), () => {});
-      throw err;
+      throw signal.aborted || err instanceof UpstreamError ? err : connectError(err);
     } finally {
       clearTimeout(timer);
       if (onAbort) signal.removeEventListener("abort", onAbort);
@@ -582,6 +582,22 @@ function responseHeaders(fields: [string, string][]): Headers {
     h.append(n, v);
   }
   return h;
+}
+
+const CONNECT_FAILURES: Record<string, string> = {
+  ECONNREFUSED: "connection refused",
+  ENOTFOUND: "host name not found",
+  EAI_AGAIN: "host name lookup failed for now",
+  EHOSTUNREACH: "host unreachable",
+  ENETUNREACH: "network unreachable",
+  ETIMEDOUT: "no answer",
+};
+
+/** Bun.connect's error as one line an operator can act on, its code kept for the retry rules. */
+function connectError(err: unknown): UpstreamError {
+  const code = err instanceof Error ? (errCode(err) ?? "ECONNECT") : "ECONNECT";
+  const what = CONNECT_FAILURES[code] ?? (err instanceof Error ? err.message : String(err));
+  return new UpstreamError(`${what} (${code})`, code);
 }
 
 function errCode(err: Error): string | undefined {
