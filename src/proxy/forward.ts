@@ -183,7 +183,9 @@ export function onBodyDone(
         for (;;) {
           const r = await reader.read();
           if (r.done) break;
-          c.write(r.value);
+          // A promise from write means the client is behind: wait for it before reading more.
+          const w = c.write(r.value);
+          if (w instanceof Promise) await w;
           // Each upstream chunk goes out at once: an NDJSON line or SSE event must not wait.
           await c.flush();
         }
@@ -205,6 +207,6 @@ export function onBodyDone(
 /** Bun's direct ReadableStream source (not in the DOM typings). */
 interface DirectSource {
   type: "direct";
-  pull(c: { write(chunk: Uint8Array): number; flush(): number | Promise<number>; close(err?: unknown): void }): Promise<void>;
+  pull(c: { write(chunk: Uint8Array): number | Promise<number>; flush(): number | Promise<number>; close(err?: unknown): void }): Promise<void>;
   cancel(reason: unknown): Promise<void>;
 }

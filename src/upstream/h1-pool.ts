@@ -304,7 +304,7 @@ class Conn implements ResponseSink {
 
 /** Bun's direct-stream controller (not in the DOM typings). */
 interface DirectController {
-  write(chunk: Uint8Array): number;
+  write(chunk: Uint8Array): number | Promise<number>;
   flush(): number | Promise<number>;
   close(err?: unknown): void;
 }
@@ -496,13 +496,15 @@ class Exchange {
 
   private deliver(bytes: Uint8Array): void {
     const ctl = this.ctl!;
-    ctl.write(bytes);
-    // Each piece goes out at once (an NDJSON line or SSE event must not wait); while the client
-    // is slower than the upstream, the upstream socket stops being read, so memory stays flat.
+    // Each piece goes out at once (an NDJSON line or SSE event must not wait). When the client is
+    // slower than the upstream, Bun's sink answers the write with a promise: the upstream socket
+    // is not read until it settles, so TCP pushes back instead of memory filling up.
+    const w = ctl.write(bytes);
     const f = ctl.flush();
-    if (typeof f === "object" && f !== null && typeof f.then === "function") {
+    const wait = w instanceof Promise ? w : f instanceof Promise ? f : undefined;
+    if (wait) {
       this.conn.socket.pause();
-      f.then(
+      wait.then(
         () => this.conn.closed || this.conn.socket.resume(),
         () => this.cancelBody(),
       );
