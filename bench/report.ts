@@ -104,7 +104,7 @@ export function targets(r: Results): TargetCheck[] {
       measured: `LLM→image ${f(h.llmToImageMs.p50, 3)} ms, image→LLM ${f(h.imageToLlmMs.p50, 3)} ms`,
       goal: "< 2 ms",
       pass: worst < 2,
-      context: `LLM→image = release → first \`/api/ps\` ${f(h.releaseToPsMs.p50, 3)} ms + last \`/api/ps\` → \`/prompt\` ${f(h.psToPromptMs.p50, 3)} ms: each is one or two upstream round trips through Bun's fetch`,
+      context: `LLM→image = release → first \`/api/ps\` ${f(h.releaseToPsMs.p50, 3)} ms + last \`/api/ps\` → \`/prompt\` ${f(h.psToPromptMs.p50, 3)} ms: each is one or two upstream round trips on the pooled connections`,
     });
   }
   const mt = r.manyStreams?.find((m) => m.subject === "turnstile");
@@ -139,7 +139,7 @@ export function targets(r: Results): TargetCheck[] {
       measured: su.ms ? `${f(su.ms.p50, 1)} ms` : (su.error ?? "failed"),
       goal: "< 50 ms",
       pass: su.ms ? su.ms.p50 < 50 : false,
-      context: `it starts twice (re-runs itself to lift Bun's fetch limit); with the limit preset ${f(pre?.ms?.p50, 1)} ms; a minimal compiled Bun server ${f(min?.ms?.p50, 1)} ms`,
+      context: `one process (only an https upstream makes it re-run itself to lift Bun's fetch limit); with the limit preset ${f(pre?.ms?.p50, 1)} ms; a minimal compiled Bun server ${f(min?.ms?.p50, 1)} ms`,
     });
   }
   return out;

@@ -153,7 +153,7 @@ async function main(): Promise<number> {
       comfy: { name: "comfy.main", url: u("comfy.main") },
       dir: runDir,
       logFile: log("turnstile-main"),
-      presetFetchLimit: true,
+      presetFetchLimit: false,
     });
     const routes = [
       { name: "ollama.main", upstream: u("ollama.main") },
@@ -218,7 +218,7 @@ async function main(): Promise<number> {
             ollama: { name: "ollama.slow", url: u("ollama.slow") },
             dir: runDir,
             logFile: log("turnstile-1k"),
-            presetFetchLimit: true,
+            presetFetchLimit: false,
           }),
       ],
       ...(nginxBin ? [["nginx", () => startNginx(nginxBin, join(runDir, "nginx-1k"), route, NGINX_SETTINGS)] as [Target["subject"], () => Promise<Nginx>]] : []),
@@ -246,7 +246,7 @@ async function main(): Promise<number> {
       comfy: { name: "comfy.handoff", url: u("comfy.handoff") },
       dir: runDir,
       logFile: log("turnstile-handoff"),
-      presetFetchLimit: true,
+      presetFetchLimit: false,
     });
     try {
       results.handoff = await handoff({
@@ -280,7 +280,7 @@ async function main(): Promise<number> {
       note(`  built ${built.path} with \`${built.command}\` in ${(built.buildMs / 1000).toFixed(1)} s`);
       results.settings.turnstileBuild = built.command;
       const plain = await startupTimes([built.path], (p) => envFor(p, false), S.startupRuns);
-      rows.push({ binary: "gpu-turnstile", how: "as a user starts it (re-runs itself to lift the fetch limit)", ms: plain.samples.length ? plain.ms : undefined, failures: plain.failures });
+      rows.push({ binary: "gpu-turnstile", how: "as a user starts it (http upstream: one process, no re-run)", ms: plain.samples.length ? plain.ms : undefined, failures: plain.failures });
       const preset = await startupTimes([built.path], (p) => envFor(p, true), S.startupRuns);
       rows.push({ binary: "gpu-turnstile", how: "BUN_CONFIG_MAX_HTTP_REQUESTS preset (systemd unit, container)", ms: preset.samples.length ? preset.ms : undefined, failures: preset.failures });
     } catch (err) {

@@ -11,12 +11,11 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { findWrk, runLoad } from "../lib/load.ts";
-import { childrenOf, freePort, memoryOf, spawnChild, stopAll, threadCpuMs, treeCpuMs, waitHttp, type Memory } from "../lib/proc.ts";
+import { freePort, memoryOf, spawnChild, stopAll, threadCpuMs, treeCpuMs, waitHttp, type Memory } from "../lib/proc.ts";
 import { median } from "../lib/stats.ts";
 import { startUpstreamHost } from "../lib/upstreams.ts";
 import { findNginx, startNginx } from "../nginx.ts";
 import { manyStreams } from "../scenarios/many-streams.ts";
-import { startupTimes } from "../scenarios/startup.ts";
 import { baseEnv, startTurnstileProc, type ProxyProc } from "../subjects.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -161,47 +160,6 @@ console.log(JSON.stringify({ cli: t1 - t0, serve: t2 - t1, sinceStart: performan
     const r = Bun.spawnSync([BUN, script], { env: baseEnv(OUT) });
     samples.push(JSON.parse(r.stdout.toString().trim().split("\n").at(-1)!));
   }
-  for (const bin of [BINARY, join(OUT, "early-reexec")]) {
-    if (!existsSync(bin)) continue;
-    // How long the launcher takes before it re-runs itself: spawn → its child exists.
-    const spawnToChild: number[] = [];
-    for (let i = 0; i < 7; i++) {
-      const port = freePort();
-      const t0 = performance.now();
-      const proc = Bun.spawn([bin], { env: { ...baseEnv(OUT), OLLAMA_URL: "http://127.0.0.1:9", LISTEN_OLLAMA: `127.0.0.1:${port}`, AUTO_UPDATE: "false" }, stdout: "ignore", stderr: "ignore" });
-      let seen: number | undefined;
-      while (seen === undefined && performance.now() - t0 < 5000) {
-        if (childrenOf(proc.pid).length > 0) seen = performance.now() - t0;
-        else await Bun.sleep(0.5);
-      }
-      await waitHttp(`http://127.0.0.1:${port}/healthz`, 5000, "binary");
-      const kids = childrenOf(proc.pid);
-      proc.kill("SIGTERM");
-      await proc.exited;
-      for (const k of kids) {
-        try {
-          process.kill(k, "SIGKILL");
-        } catch {
-          // exited with its parent
-        }
-      }
-      if (seen !== undefined) spawnToChild.push(seen);
-    }
-    note(`${bin}: spawn → re-run child exists: median ${median(spawnToChild).toFixed(1)} ms (${spawnToChild.map((x) => x.toFixed(0)).join(", ")})`);
-  }
-  // The same binary with the re-run decided before the application is loaded.
-  const early = join(OUT, "early-reexec");
-  const b = Bun.spawnSync([BUN, "build", "--compile", "--bytecode", "--minify", "--format=esm", "bench/experiments/early-reexec.ts", "--outfile", early], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  if (b.exitCode === 0) {
-    const env = (port: number, preset: boolean) => ({ ...baseEnv(OUT), OLLAMA_URL: "http://127.0.0.1:9", LISTEN_OLLAMA: `127.0.0.1:${port}`, AUTO_UPDATE: "false", ...(preset ? { BUN_CONFIG_MAX_HTTP_REQUESTS: "65535" } : {}) });
-    const plain = await startupTimes([early], (p) => env(p, false), 10);
-    const preset = await startupTimes([early], (p) => env(p, true), 10);
-    note(`early re-run entry, compiled: as a user starts it median ${plain.ms.p50.toFixed(1)} ms; preset limit ${preset.ms.p50.toFixed(1)} ms`);
-    if (existsSync(BINARY)) {
-      const cur = await startupTimes([BINARY], (p) => env(p, false), 10);
-      note(`current binary for comparison: as a user starts it median ${cur.ms.p50.toFixed(1)} ms`);
-    }
-  } else note(`building the early re-run entry failed: ${b.stderr.toString().slice(0, 500)}`);
   note(`from source: import src/cli/index.ts ${median(samples.map((s) => s.cli)).toFixed(1)} ms, then src/cli/serve.ts (config, hono, turnstile) ${median(samples.map((s) => s.serve)).toFixed(1)} ms; process clock at that point ${median(samples.map((s) => s.sinceStart)).toFixed(1)} ms`);
 }
 

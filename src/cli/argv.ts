@@ -106,13 +106,3 @@ function checkFlags(command: CommandName, args: readonly string[]): void {
     }
   }
 }
-
-/** The command an argument list asks for, or undefined when it is not valid (the CLI reports that). */
-export function commandOf(argv: readonly string[]): CommandName | undefined {
-  try {
-    const n = normalizeArgv(argv.filter((a) => a !== "--windows-service"));
-    return n.help ? undefined : n.command;
-  } catch {
-    return undefined;
-  }
-}

@@ -7,6 +7,7 @@ import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
+import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
 import type { ServiceHost } from "../service/index.ts";
 import { startTurnstile, type Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
@@ -139,6 +140,8 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   const env = opts.env ?? process.env;
   const host = opts.host;
   const l = await loadOrExit(opts);
+  // An https upstream is proxied through fetch: lift its 256-request limit (may re-run us).
+  await ensureFetchLimit([l.config.ollamaUrl, l.config.comfyUrl]);
   // A valid config, double-clicked: say that closing the window stops it, and how to install the service.
   if (process.platform === "win32" && isCompiled() && host?.kind !== "windows-service") await explainToExplorer(null, opts.configPath);
   const notice = lifecycleLogger(l, env);

@@ -152,7 +152,7 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
     });
   }
   if (!result.ok) return unreachable(deps, req, url, result.reason);
-  return whenBodyDone(relayResponse(result.response), req.signal, releaser(result.hold!));
+  return whenBodyDone(result.response, req.signal, releaser(result.hold!));
 }
 
 /** A release that keeps only the lease alive while the stream is open (not this request's scope). */

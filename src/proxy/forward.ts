@@ -148,7 +148,7 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
  * says so itself; a fetch body (https upstreams) is watched through a JavaScript stream.
  */
 export function whenBodyDone(res: Response, signal: AbortSignal, done: () => void): Response {
-  if (onPooledBodyEnd(res, done)) return res;
+  if (onPooledBodyEnd(res, done)) return relayResponse(res);
   // Bun cancels the body when the client leaves; the signal is the second line of defence.
   signal.addEventListener("abort", done, { once: true });
   return relayResponse(res, onBodyDone(res.body, done));

@@ -2,8 +2,10 @@
  * Bun's fetch runs at most 256 requests at once per process unless BUN_CONFIG_MAX_HTTP_REQUESTS
  * says otherwise, and it reads that variable only at process start (setting process.env later has
  * no effect — measured). A proxy with 1,000 open streams would make the 257th client wait for a
- * stranger's chat to end. So: the systemd unit and the container image set the variable; any
- * other start re-runs itself once with it set, passing stdio, signals and the exit code through.
+ * stranger's chat to end. Only an https upstream is proxied through fetch (http ones go through
+ * upstream/h1-pool.ts), so: the systemd unit and the container image set the variable; any other
+ * start with an https upstream re-runs itself once with it set, passing stdio, signals and the
+ * exit code through.
  */
 import { selfCommand, userArgs } from "./compiled.ts";
 
@@ -17,9 +19,11 @@ export type ReexecDecision = { reexec: false; why: string } | { reexec: true };
 export function decideReexec(
   env: Readonly<Record<string, string | undefined>>,
   platform: string,
-  args: readonly string[] = [],
+  args: readonly string[],
+  upstreams: readonly string[],
 ): ReexecDecision {
   if (env[FETCH_LIMIT_VAR]) return { reexec: false, why: "already set" };
+  if (!upstreams.some((u) => u.toLowerCase().startsWith("https:"))) return { reexec: false, why: "no https upstream (fetch carries no proxied request)" };
   // The Windows service control manager talks to the process it started; the installer sets the
   // variable in the service's environment instead.
   if (args.includes("--windows-service")) return { reexec: false, why: "Windows service (its registry environment sets it)" };
@@ -31,10 +35,11 @@ export function decideReexec(
 
 /**
  * Re-run ourselves with the limit lifted and mirror the child's exit; returns only when no
- * re-run is needed.
+ * re-run is needed. Called once the configuration is known (the upstreams decide), before
+ * anything is logged or listened on.
  */
-export async function ensureFetchLimit(): Promise<void> {
-  const d = decideReexec(process.env, process.platform, userArgs());
+export async function ensureFetchLimit(upstreams: readonly string[]): Promise<void> {
+  const d = decideReexec(process.env, process.platform, userArgs(), upstreams);
   if (!d.reexec) return;
   const child = Bun.spawn([...selfCommand(), ...userArgs()], {
     env: { ...process.env, [FETCH_LIMIT_VAR]: FETCH_LIMIT },

@@ -295,7 +295,7 @@ describe("backpressure", () => {
     const front = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: (r) => poolFor(up.url).request(req({ target: "/big", signal: r.signal })) });
     cleanups.push(() => void front.stop(true));
     // A client that sends its request and then never reads.
-    const client = await Bun.connect({ hostname: "127.0.0.1", port: front.port, socket: { data() {} } });
+    const client = await Bun.connect({ hostname: "127.0.0.1", port: front.port!, socket: { data() {} } });
     cleanups.push(() => client.terminate());
     client.pause();
     client.write("GET /big HTTP/1.1\r\nhost: x\r\n\r\n");

@@ -1,14 +1,23 @@
 /**
- * Ctrl-C in a terminal signals the whole foreground process group. Started from a shell, the
- * turnstile runs as a child of the launcher that lifted Bun's fetch limit, so one Ctrl-C reaches
- * it twice (from the terminal and forwarded by the launcher). It must still stop gracefully —
- * a second Ctrl-C, later, is what forces an exit.
+ * Ctrl-C in a terminal signals the whole foreground process group. Started from a shell with an
+ * https upstream (proxied through fetch), the turnstile runs as a child of the launcher that
+ * lifted Bun's fetch limit, so one Ctrl-C reaches it twice (from the terminal and forwarded by
+ * the launcher). It must still stop gracefully — a second Ctrl-C, later, is what forces an exit.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { until } from "../../support/turnstile.ts";
+
+/** Children of a process, from /proc (every thread's list: Bun may spawn from any of them). */
+function childCount(pid: number): number {
+  let n = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    n += readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).length;
+  }
+  return n;
+}
 
 const MAIN = join(import.meta.dir, "../../../src/main.ts");
 const setsid = Bun.which("setsid");
@@ -24,7 +33,7 @@ test.skipIf(!setsid)("one Ctrl-C to the process group stops it gracefully (launc
     cwd,
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
-      OLLAMA_URL: "http://127.0.0.1:9",
+      OLLAMA_URL: "https://127.0.0.1:9",
       LISTEN_OLLAMA: "127.0.0.1:0",
       AUTO_UPDATE: "false",
       HEALTH_INTERVAL: "0",
@@ -37,6 +46,8 @@ test.skipIf(!setsid)("one Ctrl-C to the process group stops it gracefully (launc
     for await (const chunk of p.stderr) err += new TextDecoder().decode(chunk);
   })();
   await until(() => err.includes("listener ready"), "the turnstile to listen", 15_000);
+  // The launcher and its re-run child: the situation this test is about.
+  expect(childCount(p.pid)).toBe(1);
   process.kill(-p.pid, "SIGINT");
   const code = await p.exited;
   await reading;
