@@ -2,6 +2,7 @@
  * Start a real turnstile (real sockets) for end-to-end tests, with fast test timings and a
  * captured log. Every helper here waits on events or polls with a deadline — never a bare sleep.
  */
+import { readdirSync, readFileSync } from "node:fs";
 import { buildConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
 import { createLogger, type RootLogger } from "../../src/observe/log.ts";
@@ -76,4 +77,13 @@ export async function until(cond: () => boolean | Promise<boolean>, what: string
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
+}
+
+/** How many children a process has, from /proc (every thread's list: Bun may spawn from any). Linux only. */
+export function childCount(pid: number): number {
+  let n = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    n += readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).length;
+  }
+  return n;
 }

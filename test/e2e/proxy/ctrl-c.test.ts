@@ -5,19 +5,10 @@
  * the launcher). It must still stop gracefully — a second Ctrl-C, later, is what forces an exit.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { until } from "../../support/turnstile.ts";
-
-/** Children of a process, from /proc (every thread's list: Bun may spawn from any of them). */
-function childCount(pid: number): number {
-  let n = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    n += readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).length;
-  }
-  return n;
-}
+import { childCount, until } from "../../support/turnstile.ts";
 
 const MAIN = join(import.meta.dir, "../../../src/main.ts");
 const setsid = Bun.which("setsid");

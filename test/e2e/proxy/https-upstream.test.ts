@@ -5,12 +5,12 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Server } from "bun";
 import { type OllamaSim, startOllamaSim } from "../../../src/sim/index.ts";
-import { until } from "../../support/turnstile.ts";
+import { childCount, until } from "../../support/turnstile.ts";
 
 const MAIN = join(import.meta.dir, "../../../src/main.ts");
 const openssl = Bun.which("openssl");
@@ -39,12 +39,6 @@ afterAll(async () => {
   await ollama?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function childCount(pid: number): number {
-  let n = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) n += readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).length;
-  return n;
-}
 
 test.skipIf(!openssl || process.platform !== "linux")("an https upstream: the start re-runs once, a chat streams through fetch and gives its slot back at the end", async () => {
   const p = Bun.spawn([process.execPath, MAIN], {
