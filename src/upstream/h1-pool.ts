@@ -45,7 +45,6 @@ const COLLECT_LIMIT = 64 * 1024;
 /** Request bodies up to this travel in the same write as the head. */
 const COALESCE_LIMIT = 16 * 1024;
 
-const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
 const BODY_EXPECTED = new Set(["POST", "PUT", "PATCH"]);
 
 const pools = new Map<string, Pool>();
@@ -62,6 +61,8 @@ export function poolFor(upstream: URL): Pool {
 
 /** Exchanges whose response body is still streaming, by the Response handed out. */
 const open = new WeakMap<Response, Exchange>();
+/** Responses handed out whole (collected, or without a body). */
+const pooled = new WeakSet<Response>();
 
 /**
  * Run `done` once when the body of `res` has been handed to the client in full, has failed, or
@@ -78,7 +79,6 @@ export function onPooledBodyEnd(res: Response, done: () => void): boolean {
   done();
   return true;
 }
-const pooled = new WeakSet<Response>();
 
 export class Pool {
   private readonly idle: Conn[] = [];
@@ -96,22 +96,18 @@ export class Pool {
       try {
         return await conn.exchange(r);
       } catch (err) {
-        // A kept-alive connection the upstream closed just as we used it: what Go's Transport
-        // retries too — once, on a fresh connection, when sending again cannot do harm.
-        if (err instanceof StaleConnection && attempt === 1 && (IDEMPOTENT.has(r.method) || !(r.body instanceof ReadableStream)) && !r.signal.aborted) continue;
+        // A kept-alive connection that died before a byte of the answer came: the upstream went
+        // away while it sat idle (a restart), so its application never took this request. Sent
+        // again once, on a fresh connection — unless the body was a stream, already consumed.
+        if (err instanceof StaleConnection && attempt === 1 && !(r.body instanceof ReadableStream) && !r.signal.aborted) continue;
         throw err instanceof StaleConnection ? err.cause : err;
       }
     }
   }
 
-  /** Idle connections, for tests and /metrics-style introspection. */
+  /** Idle connections (tests). */
   get idleCount(): number {
     return this.idle.length;
-  }
-
-  /** Close every idle connection (shutdown). Busy ones close when their exchange ends. */
-  closeIdle(): void {
-    for (const c of this.idle.splice(0)) c.socket.end();
   }
 
   release(conn: Conn): void {
@@ -216,7 +212,9 @@ class Conn implements ResponseSink {
 
   onData(bytes: Uint8Array): void {
     const ex = this.ex;
-    if (ex) ex.gotBytes = true;
+    // Bytes on an idle connection answer nothing we asked: its framing can no longer be trusted.
+    if (!ex) return this.terminate();
+    ex.gotBytes = true;
     try {
       this.reader.feed(bytes);
     } catch (err) {
