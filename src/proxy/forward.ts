@@ -144,8 +144,8 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
 /**
  * Run `done` once when the response's body has been handed to the client in full, has failed,
  * or the client went away (its `signal`), and return the response to send. `done` must be
- * idempotent: more than one of those may fire. A pooled upstream answer
- * says so itself; a fetch body (https upstreams) is watched through a JavaScript stream.
+ * idempotent: more than one of those may fire. A pooled upstream answer says so itself; a fetch
+ * body (https upstreams) is watched through a JavaScript stream.
  */
 export function whenBodyDone(res: Response, signal: AbortSignal, done: () => void): Response {
   if (onPooledBodyEnd(res, done)) return relayResponse(res);
