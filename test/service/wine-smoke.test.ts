@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { WINDOWS_SERVICE_FLAG } from "../../src/service/windows-install.ts";
 import { parseExitCodes, parseState, serviceBinPath, SERVICE_NAME, STATE } from "../../src/service/windows-sc.ts";
+import { startOllamaSim } from "../../src/sim/index.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const FIXTURES = join(import.meta.dir, "fixtures");
@@ -134,10 +135,12 @@ afterAll(async () => {
 });
 
 describe.skipIf(!usable)("gpu-turnstile.exe as a Windows service under wine", () => {
-  test("START_PENDING → RUNNING → /healthz idle → STOP → STOPPED with exit code 0, logged to LOG_FILE", async () => {
+  test("START_PENDING → RUNNING → /healthz idle → proxies a streamed chat → STOP → STOPPED with exit code 0, logged to LOG_FILE", async () => {
+    // The Windows build's own upstream client (Bun.connect on Windows) talks to a real simulator.
+    const ollama = await startOllamaSim({ tokenDelayMs: 10 });
     // The config is found where the installer puts it: gpu-turnstile.env beside the exe.
     const log = join(dir, "service.log");
-    envFile(join(binDir, "gpu-turnstile.env"), log);
+    envFile(join(binDir, "gpu-turnstile.env"), log, { OLLAMA_URL: ollama.url });
     expect((await sc("create", SERVICE_NAME, "binPath=", serviceBinPath(winPath(exe), WINDOWS_SERVICE_FLAG))).code).toBe(0);
 
     const started = await sc("start", SERVICE_NAME);
@@ -148,6 +151,14 @@ describe.skipIf(!usable)("gpu-turnstile.exe as a Windows service under wine", ()
     const res = await fetch(`http://127.0.0.1:${port}/healthz`);
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ state: "idle" });
+    const tags = await fetch(`http://127.0.0.1:${port}/api/tags`);
+    expect(await tags.json()).toEqual(await (await fetch(`${ollama.url}/api/tags`)).json());
+    const chat = await fetch(`http://127.0.0.1:${port}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] }) });
+    const lines = (await chat.text()).trim().split("\n").map((l) => JSON.parse(l) as { done: boolean });
+    expect(lines.length).toBeGreaterThan(2);
+    expect(lines.at(-1)!.done).toBe(true);
+    expect(await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()).toMatchObject({ state: "idle", llm_inflight: 0 });
+    await ollama.stop();
 
     const stopping = await sc("stop", SERVICE_NAME);
     expect([STATE.STOP_PENDING, STATE.STOPPED] as number[]).toContain(parseState(stopping.out)!);
