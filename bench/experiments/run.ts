@@ -50,7 +50,7 @@ async function throughput(): Promise<void> {
     subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
   }
   const only = process.argv[3]?.split(",");
-  for (const v of ["bare", "rewrap", "hono", "wrapped", "lean", "socket"].filter((x) => !only || only.includes(x))) {
+  for (const v of ["bare", "rewrap", "hono", "wrapped", "lean"].filter((x) => !only || only.includes(x))) {
     const p = await startVariant(v, upstream);
     subjects.push([`variant ${v}`, p.urls.up!, () => p.stop(), p.pid]);
   }
@@ -98,7 +98,6 @@ async function memory(): Promise<void> {
     ["variant rewrap", () => startVariant("rewrap", upstream)],
     ["variant hono", () => startVariant("hono", upstream)],
     ["variant wrapped", () => startVariant("wrapped", upstream)],
-    ["variant socket", () => startVariant("socket", upstream)],
   ];
   const mib = (m?: Memory) => (m ? (m.rssKiB / 1024).toFixed(1) : "n/a");
   const lines: string[] = [];

@@ -6,7 +6,7 @@
 import { connect } from "node:net";
 import { fileURLToPath } from "node:url";
 import { now } from "./clock.ts";
-import { ResponseParser, serializeRequest, type RequestSpec } from "./http1.ts";
+import { serializeRequest, timedReader, type RequestSpec } from "./http1.ts";
 import { percentile } from "./stats.ts";
 
 export interface LoadResult {
@@ -101,7 +101,6 @@ export async function runBunLoad(s: LoadSpec): Promise<LoadResult> {
   const one = () =>
     new Promise<void>((resolve) => {
       const sock = connect({ host: url.hostname, port: Number(url.port), noDelay: true });
-      const parser = new ResponseParser();
       let started = 0;
       const send = () => {
         if (now() >= end) {
@@ -110,17 +109,24 @@ export async function runBunLoad(s: LoadSpec): Promise<LoadResult> {
           return;
         }
         started = now();
+        r.reader.expect(spec.method === "HEAD");
         sock.write(wire);
       };
+      const r = timedReader({
+        head: (status) => void ((status < 200 || status > 299) && errors++),
+        end: (t) => {
+          lat.push(t - started);
+          send();
+        },
+      });
       sock.on("connect", send);
       sock.on("data", (d: Buffer) => {
         bytes += d.length;
-        for (const e of parser.feed(d)) {
-          if (e.type === "head" && (e.status < 200 || e.status > 299)) errors++;
-          if (e.type === "end") {
-            lat.push(now() - started);
-            send();
-          }
+        try {
+          r.feed(d, now());
+        } catch {
+          errors++;
+          sock.destroy();
         }
       });
       sock.on("error", () => {
