@@ -39,6 +39,19 @@ const MAX_CHUNK_LINE = 4096;
 
 const CR = 13;
 const LF = 10;
+const SP = 32;
+const HT = 9;
+const SEMICOLON = 59;
+const SAW_CR = 1;
+const IN_EXTENSION = 2;
+const AFTER_DIGITS = 4;
+
+/** The value of an ASCII hex digit, or -1. */
+function hexValue(b: number): number {
+  if (b >= 48 && b <= 57) return b - 48;
+  const l = b | 0x20;
+  return l >= 97 && l <= 102 ? l - 87 : -1;
+}
 
 type State = "idle" | "head" | "length" | "close" | "chunk-size" | "chunk-data" | "chunk-crlf" | "trailers" | "done";
 
@@ -49,6 +62,10 @@ export class ResponseReader {
   private left = 0;
   private noBody = false;
   private keepAlive = true;
+  // The chunk-size line being read: hex digits so far, its length, and SAW_CR | IN_EXTENSION | AFTER_DIGITS.
+  private sizeDigits = 0;
+  private sizeLineLen = 0;
+  private sizeFlags = 0;
 
   constructor(private readonly sink: ResponseSink) {}
 
@@ -110,15 +127,24 @@ export class ResponseReader {
           this.sink.data(at === 0 ? bytes : bytes.subarray(at));
           return;
         case "chunk-size": {
-          const end = this.takeLine(bytes, at, MAX_CHUNK_LINE, "chunk size line");
-          if (end < 0) return;
-          at = end;
-          const line = latin1(this.partial!, 0, this.partial!.length - 2);
-          this.partial = null;
-          const hex = line.split(";", 1)[0]!.trim();
-          if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw new ProtocolError(`bad chunk size ${JSON.stringify(hex.slice(0, 20))}`);
-          this.left = parseInt(hex, 16);
-          this.state = this.left === 0 ? "trailers" : "chunk-data";
+          // Byte by byte, without copies or strings: a streamed answer has one of these lines
+          // per piece (an NDJSON token is a chunk of its own).
+          const b = bytes[at++]!;
+          if (++this.sizeLineLen > MAX_CHUNK_LINE) throw new ProtocolError(`chunk size line longer than ${MAX_CHUNK_LINE} bytes`);
+          if (this.sizeFlags & SAW_CR) {
+            if (b !== LF || this.sizeDigits === 0) throw new ProtocolError("bad chunk size line");
+            this.state = this.left === 0 ? "trailers" : "chunk-data";
+          } else if (b === CR) this.sizeFlags |= SAW_CR;
+          else if (this.sizeFlags & IN_EXTENSION) {
+            // chunk-ext (RFC 9112 §7.1.1): read past, never used.
+          } else if (b === SEMICOLON) this.sizeFlags |= IN_EXTENSION;
+          else if (b === SP || b === HT) {
+            if (this.sizeDigits > 0) this.sizeFlags |= AFTER_DIGITS;
+          } else {
+            const d = hexValue(b);
+            if (d < 0 || this.sizeFlags & AFTER_DIGITS || ++this.sizeDigits > 12) throw new ProtocolError(`bad chunk size (byte 0x${b.toString(16)})`);
+            this.left = this.left * 16 + d;
+          }
           break;
         }
         case "chunk-data": {
@@ -136,7 +162,7 @@ export class ResponseReader {
           const want = this.left === 2 ? CR : LF;
           if (bytes[at] !== want) throw new ProtocolError("chunk not followed by CRLF");
           at++;
-          if (--this.left === 0) this.state = "chunk-size";
+          if (--this.left === 0) this.startChunkSize();
           break;
         }
       }
@@ -152,6 +178,14 @@ export class ResponseReader {
     }
     const where = this.state === "head" ? (this.partial ? "in the middle of the response head" : "before answering") : "in the middle of the response body";
     throw new ProtocolError(`upstream closed the connection ${where}`);
+  }
+
+  private startChunkSize(): void {
+    this.state = "chunk-size";
+    this.left = 0;
+    this.sizeDigits = 0;
+    this.sizeLineLen = 0;
+    this.sizeFlags = 0;
   }
 
   private finish(): void {
@@ -208,6 +242,7 @@ export class ResponseReader {
     if (state === "close") this.keepAlive = false;
     this.left = contentLength ?? 0;
     this.state = state;
+    if (state === "chunk-size") this.startChunkSize();
     const bodyLength = state === "done" ? 0 : state === "length" ? contentLength : undefined;
     this.sink.head({ status, statusText: m[3] ?? "", fields, keepAlive: this.keepAlive, bodyLength });
     if (state === "done") this.sink.end();
