@@ -24,7 +24,7 @@ beforeEach(() => {
   install = fakeInstall();
   restarts = 0;
   gitea.requests.length = 0;
-  gitea.setLatest(signedRelease("v1.3.0", NEW, key.sign));
+  gitea.setLatest(signedRelease("v1.3.0", NEW, key));
 });
 afterEach(() => install.cleanup());
 
@@ -64,7 +64,7 @@ test("up to date: exit 0, nothing restarted", async () => {
 });
 
 test("a refused update: exit 1 with the reason, binary untouched, no restart", async () => {
-  gitea.setLatest(signedRelease("v1.3.0", NEW, testKey().sign));
+  gitea.setLatest(signedRelease("v1.3.0", NEW, testKey()));
   const r = await run();
   expect(r.exitCode).toBe(1);
   expect(r.message).toMatch(/^update failed: v1\.3\.0: signature of gpu-turnstile-linux-x64 does not verify/);
