@@ -3,7 +3,8 @@
  *
  *   bun build.ts                         all targets into dist/
  *   bun build.ts --target linux-x64      one target (repeatable)
- *   bun build.ts --sign                  also write <asset>.sig and <asset>.sha256 (RELEASE_SIGNING_KEY)
+ *   bun build.ts --sign                  also write <asset>.sig and <asset>.sha256 (RELEASE_SIGNING_KEY),
+ *                                        signed for the stamped version as the release tag
  *   bun build.ts --entry x.ts --outdir d (tests)
  *
  * The version comes from `git describe --tags --always --dirty` (a tree without tags stamps
@@ -134,7 +135,8 @@ async function main(): Promise<void> {
     const { PUBLIC_KEY_BASE64 } = await import("./src/update/pubkey.ts");
     const pem = process.env.RELEASE_SIGNING_KEY ?? "";
     if (pem.trim() === "") throw new Error("--sign needs the PEM key in RELEASE_SIGNING_KEY");
-    for (const s of signAssets(artifacts.map((a) => a.path), pem, PUBLIC_KEY_BASE64)) {
+    const assets = artifacts.map((a) => a.path);
+    for (const s of signAssets({ assets, tag: version, pem, expectPublicKey: PUBLIC_KEY_BASE64 })) {
       console.log(`signed ${path.relative(ROOT, s.sig)}, ${path.relative(ROOT, s.sha256File)}`);
     }
   }

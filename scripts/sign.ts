@@ -1,20 +1,27 @@
 /**
- * Sign release assets with the Ed25519 key in RELEASE_SIGNING_KEY (PEM text):
+ * Sign release assets for one release tag with the Ed25519 key in RELEASE_SIGNING_KEY (PEM text):
  *
- *   <asset>.sig     raw 64-byte signature over the file's bytes (`openssl pkeyutl -sign -rawin`)
+ *   <asset>.sig     raw 64-byte signature (`openssl pkeyutl -sign -rawin`) over the release
+ *                   statement of src/update/statement.ts: the tag, the asset's file name and the
+ *                   SHA-256 of its bytes
  *   <asset>.sha256  `<hex>  <name>` (sha256sum format)
  *
- * Refuses when the key does not belong to the public key embedded in src/update/pubkey.ts:
- * binaries released with a key they cannot verify would never update again.
+ * The file name is the release asset's name: sign the files under the names they are attached
+ * with. Refuses when the key does not belong to the public key embedded in src/update/pubkey.ts
+ * (binaries released with a key they cannot verify would never update again), and checks every
+ * signature with the updater's own verifyAsset() before it writes the .sha256.
  *
- *   RELEASE_SIGNING_KEY="$(cat private.pem)" bun scripts/sign.ts dist/gpu-turnstile.exe …
+ *   RELEASE_SIGNING_KEY="$(cat private.pem)" bun scripts/sign.ts --tag v1.2.3 dist/gpu-turnstile.exe …
  */
 import { spawnSync } from "node:child_process";
-import { createHash, createPublicKey, verify } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { parseArgs } from "node:util";
+import { isVersion } from "../src/config/version.ts";
 import { PUBLIC_KEY_BASE64 } from "../src/update/pubkey.ts";
+import { releaseStatement } from "../src/update/statement.ts";
+import { decodePublicKey, sha256Hex, verifyAsset } from "../src/update/verify.ts";
 import { publicKeyFromPem } from "./pubkey-from-pem.ts";
 
 export interface Signed {
@@ -24,51 +31,74 @@ export interface Signed {
   sha256: string;
 }
 
-/** `expectPublicKey`: the base64 key the released binaries embed; the signing key must match it. */
-export function signAssets(assets: string[], pem: string, expectPublicKey: string): Signed[] {
-  const actual = publicKeyFromPem(pem);
-  if (expectPublicKey === "") {
+export interface SignOptions {
+  /** files to sign; each one's base name is its release asset name */
+  assets: string[];
+  /** the release tag, vX.Y.Z */
+  tag: string;
+  /** the private key, PEM text */
+  pem: string;
+  /** the base64 key the released binaries embed; the signing key must match it */
+  expectPublicKey: string;
+}
+
+export function signAssets(o: SignOptions): Signed[] {
+  if (!isVersion(o.tag)) throw new Error(`tag ${JSON.stringify(o.tag)} is not vX.Y.Z: the updater accepts no other release`);
+  const actual = publicKeyFromPem(o.pem);
+  if (o.expectPublicKey === "") {
     throw new Error("src/update/pubkey.ts embeds no key: binaries released now could never verify an update (see docs/RELEASING.md)");
   }
-  if (actual !== expectPublicKey) {
-    throw new Error(`RELEASE_SIGNING_KEY belongs to public key ${actual}, but the binaries embed ${expectPublicKey}`);
+  if (actual !== o.expectPublicKey) {
+    throw new Error(`RELEASE_SIGNING_KEY belongs to public key ${actual}, but the binaries embed ${o.expectPublicKey}`);
   }
-  // openssl wants a key file; it lives only as long as the signing, readable by us alone.
+  const key = decodePublicKey(o.expectPublicKey);
+  if ("refusal" in key) throw new Error(key.refusal);
+  // openssl wants files; they live only as long as the signing, readable by us alone.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "gt-sign-"));
   const keyFile = path.join(dir, "key.pem");
   try {
-    fs.writeFileSync(keyFile, pem, { mode: 0o600 });
-    return assets.map((asset) => signOne(asset, keyFile, pem));
+    fs.writeFileSync(keyFile, o.pem, { mode: 0o600 });
+    return o.assets.map((asset) => signOne(asset, o.tag, keyFile, key.key, path.join(dir, "statement")));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
-function signOne(asset: string, keyFile: string, pem: string): Signed {
+function signOne(asset: string, tag: string, keyFile: string, publicKey: Uint8Array, statementFile: string): Signed {
+  const name = path.basename(asset);
+  const bytes = new Uint8Array(fs.readFileSync(asset));
+  const sha256 = sha256Hex(bytes);
+  fs.writeFileSync(statementFile, releaseStatement(tag, name, sha256));
   const sig = `${asset}.sig`;
-  const r = spawnSync("openssl", ["pkeyutl", "-sign", "-rawin", "-inkey", keyFile, "-in", asset, "-out", sig], { encoding: "utf8" });
+  const r = spawnSync("openssl", ["pkeyutl", "-sign", "-rawin", "-inkey", keyFile, "-in", statementFile, "-out", sig], { encoding: "utf8" });
   if (r.error) throw new Error(`openssl could not run: ${r.error.message}`);
   if (r.status !== 0) throw new Error(`openssl pkeyutl -sign failed for ${asset}: ${r.stderr.trim()}`);
-  const bytes = fs.readFileSync(asset);
-  const signature = fs.readFileSync(sig);
-  if (signature.byteLength !== 64 || !verify(null, bytes, createPublicKey(pem), signature)) {
-    throw new Error(`the signature openssl wrote for ${asset} does not verify`);
-  }
-  const sha256 = createHash("sha256").update(bytes).digest("hex");
+  const verified = verifyAsset({ tag, assetName: name, asset: bytes, signature: new Uint8Array(fs.readFileSync(sig)), publicKey });
+  if ("refusal" in verified) throw new Error(`the signature openssl wrote for ${asset} would be refused: ${verified.refusal}`);
   const sha256File = `${asset}.sha256`;
-  fs.writeFileSync(sha256File, `${sha256}  ${path.basename(asset)}\n`);
+  fs.writeFileSync(sha256File, `${sha256}  ${name}\n`);
   return { asset, sig, sha256File, sha256 };
 }
 
 if (import.meta.main) {
-  const assets = process.argv.slice(2);
+  const usage = "usage: RELEASE_SIGNING_KEY=<PEM text> bun scripts/sign.ts --tag vX.Y.Z <asset>...";
+  let args: { tag?: string; assets: string[] };
+  try {
+    const { values, positionals } = parseArgs({ options: { tag: { type: "string" } }, allowPositionals: true });
+    args = { tag: values.tag, assets: positionals };
+  } catch (err) {
+    console.error(`sign: ${err instanceof Error ? err.message : String(err)}\n${usage}`);
+    process.exit(2);
+  }
   const pem = process.env.RELEASE_SIGNING_KEY ?? "";
-  if (assets.length === 0 || pem.trim() === "") {
-    console.error("usage: RELEASE_SIGNING_KEY=<PEM text> bun scripts/sign.ts <asset>...");
+  if (args.assets.length === 0 || !args.tag || pem.trim() === "") {
+    console.error(usage);
     process.exit(2);
   }
   try {
-    for (const s of signAssets(assets, pem, PUBLIC_KEY_BASE64)) console.log(`signed ${s.asset}  sha256 ${s.sha256}`);
+    for (const s of signAssets({ assets: args.assets, tag: args.tag, pem, expectPublicKey: PUBLIC_KEY_BASE64 })) {
+      console.log(`signed ${s.asset} for ${args.tag}  sha256 ${s.sha256}`);
+    }
   } catch (err) {
     console.error(`sign: ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);

@@ -11,7 +11,7 @@ import { fetchLimited } from "./download.ts";
 import { fetchRelease, parseRepoUrl } from "./gitea.ts";
 import type { Release, ReleaseAsset } from "./gitea.ts";
 import { PUBLIC_KEY_BASE64 } from "./pubkey.ts";
-import { stageBinary } from "./stage.ts";
+import { StagingFailed, stageBinary } from "./stage.ts";
 import type { StageFs } from "./stage.ts";
 import type { FetchFn, UpdateLog } from "./types.ts";
 import { UpdateRefused } from "./types.ts";
@@ -45,7 +45,8 @@ export type CheckOutcome =
   | { status: "disabled"; reason: string }
   | { status: "current"; reason: string }
   | { status: "staged"; tag: string; reason: string }
-  | { status: "failed"; reason: string; needsElevation: boolean };
+  /** `staging`: the release was fine, writing it to this machine's disk was not */
+  | { status: "failed"; reason: string; needsElevation: boolean; staging: boolean };
 
 export interface Blocker {
   reason: string;
@@ -80,8 +81,11 @@ export async function checkOnce(ctx: CheckContext): Promise<CheckOutcome> {
   try {
     return await attempt(ctx, ready);
   } catch (err) {
-    if (err instanceof UpdateRefused) return { status: "failed", reason: err.message, needsElevation: err.needsElevation };
-    return { status: "failed", reason: `unexpected error: ${err instanceof Error ? err.message : String(err)}`, needsElevation: false };
+    if (err instanceof UpdateRefused) {
+      return { status: "failed", reason: err.message, needsElevation: err.needsElevation, staging: err instanceof StagingFailed };
+    }
+    const reason = `unexpected error: ${err instanceof Error ? err.message : String(err)}`;
+    return { status: "failed", reason, needsElevation: false, staging: false };
   }
 }
 
@@ -117,11 +121,12 @@ async function attempt(ctx: CheckContext, { key, channel }: Ready): Promise<Chec
   const sha256File = shaAsset ? new TextDecoder().decode(await get(shaAsset, limits.sha256Bytes)) : undefined;
   const bytes = await get(asset, limits.assetBytes, asset.size);
 
-  const refusal = verifyAsset({ assetName, asset: bytes, signature, sha256File, publicKey: key });
-  if (refusal) throw new UpdateRefused(`${release.tag}: ${refusal}`);
-  ctx.log.info("update verified", { tag: release.tag, asset: assetName, bytes: bytes.byteLength });
+  // The tag this attempt acts on: the signature must be for it, not merely for these bytes.
+  const verified = verifyAsset({ tag: release.tag, assetName, asset: bytes, signature, sha256File, publicKey: key });
+  if ("refusal" in verified) throw new UpdateRefused(`${release.tag}: ${verified.refusal}`);
+  ctx.log.info("update verified", { tag: release.tag, asset: assetName, bytes: bytes.byteLength, sha256: verified.sha256 });
 
-  stageBinary(ctx.execPath, bytes, ctx.stageFs);
+  stageBinary(ctx.execPath, { bytes, sha256: verified.sha256 }, ctx.stageFs);
   return { status: "staged", tag: release.tag, reason: decision.reason };
 }
 

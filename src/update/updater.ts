@@ -67,6 +67,8 @@ function report(o: UpdaterOptions, outcome: CheckOutcome): void {
     case "current":
       return o.log.debug("update check: nothing to do", { reason: outcome.reason });
     case "failed":
+      // A full or failing disk needs the operator; a refused release is the publisher's problem.
+      if (outcome.staging) return o.log.error(`update not applied: ${outcome.reason}`, { next_check_ms: o.config.updateIntervalMs });
       return o.log.warn(`update refused: ${outcome.reason}`, { next_check_ms: o.config.updateIntervalMs });
     case "disabled":
       return o.log.info(outcome.reason);

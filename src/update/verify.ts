@@ -1,10 +1,12 @@
 /**
- * Is this the binary the release key signed? SHA-256 (when the release carries a `.sha256`)
- * catches a damaged download with a readable message; the Ed25519 signature over the raw bytes
- * (what `openssl pkeyutl -sign -rawin` makes) is what actually grants trust.
+ * Is this the binary the release key signed for this tag and this asset name? SHA-256 (when the
+ * release carries a `.sha256`) catches a damaged download with a readable message; the Ed25519
+ * signature over the release statement (statement.ts: tag, asset name, SHA-256 of the download)
+ * is what actually grants trust.
  */
 import nacl from "tweetnacl";
 import { createHash } from "node:crypto";
+import { releaseStatement, statementRefusal } from "./statement.ts";
 
 export const SIGNATURE_BYTES = 64;
 
@@ -37,6 +39,8 @@ export function parseSha256File(text: string, assetName: string): { hex: string 
 }
 
 export interface VerifyInput {
+  /** the release tag the updater acts on */
+  tag: string;
   assetName: string;
   asset: Uint8Array;
   signature: Uint8Array;
@@ -45,20 +49,25 @@ export interface VerifyInput {
   publicKey: Uint8Array;
 }
 
-/** null when the asset is verified, else the exact reason it is refused. */
-export function verifyAsset(i: VerifyInput): string | null {
+/** The download's SHA-256 when the asset is verified, else the exact reason it is refused. */
+export function verifyAsset(i: VerifyInput): { sha256: string } | { refusal: string } {
+  const refusal = statementRefusal(i.tag, i.assetName);
+  if (refusal) return { refusal };
+  const actual = sha256Hex(i.asset);
   if (i.sha256File !== undefined) {
     const parsed = parseSha256File(i.sha256File, i.assetName);
-    if ("refusal" in parsed) return parsed.refusal;
-    const actual = sha256Hex(i.asset);
-    if (actual !== parsed.hex) return `SHA-256 mismatch for ${i.assetName}: release says ${parsed.hex}, download is ${actual}`;
+    if ("refusal" in parsed) return parsed;
+    if (actual !== parsed.hex) return { refusal: `SHA-256 mismatch for ${i.assetName}: release says ${parsed.hex}, download is ${actual}` };
   }
   if (i.signature.byteLength !== SIGNATURE_BYTES) {
-    return `${i.assetName}.sig is ${i.signature.byteLength} bytes, not ${SIGNATURE_BYTES}`;
+    return { refusal: `${i.assetName}.sig is ${i.signature.byteLength} bytes, not ${SIGNATURE_BYTES}` };
   }
-  // Pure-JS Ed25519 over a ~100 MiB binary blocks this thread for a few seconds, once per release.
-  if (!nacl.sign.detached.verify(i.asset, i.signature, i.publicKey)) {
-    return `signature of ${i.assetName} does not verify against the embedded release key`;
+  const statement = new TextEncoder().encode(releaseStatement(i.tag, i.assetName, actual));
+  if (!nacl.sign.detached.verify(statement, i.signature, i.publicKey)) {
+    // Another tag, another asset name, the bytes alone, or another key: all look the same here.
+    return {
+      refusal: `signature of ${i.assetName} does not verify against the embedded release key (checked for tag ${i.tag}, asset ${i.assetName}, SHA-256 ${actual})`,
+    };
   }
-  return null;
+  return { sha256: actual };
 }

@@ -84,7 +84,7 @@ describe("releases", () => {
     expect(step(/docker\/setup-buildx-action/)).toBeDefined();
   });
 
-  test("builds the Windows exe, signs it with RELEASE_SIGNING_KEY, attaches .exe, .sig and .sha256 to a release", () => {
+  test("builds the Windows exe, signs it for the tag with RELEASE_SIGNING_KEY, attaches .exe, .sig and .sha256 to a release", () => {
     const buildIdx = steps.findIndex((s) => /bun build\.ts .*--target windows-x64/.test(s.run ?? ""));
     const sign = steps.findIndex((s) => /scripts\/sign\.ts .*dist\/gpu-turnstile\.exe/.test(s.run ?? ""));
     const publish = steps.findIndex((s) => /curl .*-X POST "\$API"/.test(s.run ?? ""));
@@ -92,10 +92,17 @@ describe("releases", () => {
     expect(sign).toBeGreaterThan(buildIdx);
     expect(publish).toBeGreaterThan(sign);
     expect(steps[sign]?.env?.RELEASE_SIGNING_KEY).toBe("${{ secrets.RELEASE_SIGNING_KEY }}");
+    // A signature covers the tag: it must be the tag being released.
+    expect(release?.env?.TAG).toBe("${{ gitea.ref_name }}");
+    expect(steps[sign]?.run).toMatch(/^npx bun scripts\/sign\.ts --tag "\$TAG" /);
     const upload = steps[publish]?.run ?? "";
     expect(steps[publish]?.env?.API).toBe("${{ gitea.server_url }}/api/v1/repos/${{ gitea.repository }}/releases");
     expect(upload).toContain('for asset in "$f" "$f.sig" "$f.sha256"');
     expect(upload).toMatch(/for f in gpu-turnstile\.exe /);
     expect(upload).toContain('-F "attachment=@dist/$asset"');
+    // A signature covers the asset name too: each binary is attached under the name it was signed as.
+    const signed = (steps[sign]?.run ?? "").split(/\s+/).filter((w) => w.startsWith("dist/")).map((w) => w.slice("dist/".length));
+    expect(/for f in ([^;]+);/.exec(upload)?.[1]?.trim().split(/\s+/)).toEqual(signed);
+    expect(upload).toContain('"$API/$id/assets?name=$asset"');
   });
 });

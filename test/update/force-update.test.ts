@@ -1,5 +1,5 @@
 /** --force-update: one attempt, an exit code and a message, a service restart when staged. */
-import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { forceUpdate } from "../../src/update/force-update.ts";
@@ -7,7 +7,7 @@ import type { ForceUpdateOptions } from "../../src/update/force-update.ts";
 import { realStageFs } from "../../src/update/stage.ts";
 import { startFakeGitea } from "./fake-gitea.ts";
 import type { FakeGitea } from "./fake-gitea.ts";
-import { ASSET, binary, captureLog, fakeInstall, signedRelease, testKey } from "./helpers.ts";
+import { ASSET, binary, captureLog, fakeInstall, sha256Hex, signedRelease, testKey } from "./helpers.ts";
 import type { FakeInstall } from "./helpers.ts";
 
 const key = testKey();
@@ -24,7 +24,7 @@ beforeEach(() => {
   install = fakeInstall();
   restarts = 0;
   gitea.requests.length = 0;
-  gitea.setLatest(signedRelease("v1.3.0", NEW, key.sign));
+  gitea.setLatest(signedRelease("v1.3.0", NEW, key));
 });
 afterEach(() => install.cleanup());
 
@@ -64,12 +64,55 @@ test("up to date: exit 0, nothing restarted", async () => {
 });
 
 test("a refused update: exit 1 with the reason, binary untouched, no restart", async () => {
-  gitea.setLatest(signedRelease("v1.3.0", NEW, testKey().sign));
+  gitea.setLatest(signedRelease("v1.3.0", NEW, testKey()));
   const r = await run();
   expect(r.exitCode).toBe(1);
   expect(r.message).toMatch(/^update failed: v1\.3\.0: signature of gpu-turnstile-linux-x64 does not verify/);
   expect(install.untouched()).toBe(true);
   expect(restarts).toBe(0);
+});
+
+describe("each refusal is one line naming what was checked; the binary is untouched", () => {
+  const OLD = binary("v1.1.0, signed long ago");
+  const withSig = (tag: string, body: Uint8Array, sig: Uint8Array) => signedRelease(tag, body, key, { sig: { serve: { kind: "bytes", body: sig } } });
+  const cases: [what: string, release: () => ReturnType<typeof signedRelease>, message: string][] = [
+    [
+      "an old signed binary re-tagged",
+      () => withSig("v9.9.9", OLD, key.signRelease("v1.1.0", ASSET, OLD)),
+      `update failed: v9.9.9: signature of ${ASSET} does not verify against the embedded release key (checked for tag v9.9.9, asset ${ASSET}, SHA-256 ${sha256Hex(OLD)})`,
+    ],
+    [
+      "a signature for another asset name",
+      () => withSig("v1.3.0", NEW, key.signRelease("v1.3.0", "gpu-turnstile.exe", NEW)),
+      `update failed: v1.3.0: signature of ${ASSET} does not verify against the embedded release key (checked for tag v1.3.0, asset ${ASSET}, SHA-256 ${sha256Hex(NEW)})`,
+    ],
+    [
+      "a signature over the raw bytes only",
+      () => withSig("v1.3.0", NEW, key.signBytes(NEW)),
+      `update failed: v1.3.0: signature of ${ASSET} does not verify against the embedded release key (checked for tag v1.3.0, asset ${ASSET}, SHA-256 ${sha256Hex(NEW)})`,
+    ],
+  ];
+  test.each(cases)("%s", async (_what, release, message) => {
+    gitea.setLatest(release());
+    expect(await run()).toEqual({ exitCode: 1, message });
+    expect(install.untouched()).toBe(true);
+    expect(restarts).toBe(0);
+  });
+
+  test("a full disk while staging", async () => {
+    const stageFs = {
+      ...realStageFs,
+      writeSync: () => {
+        throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+      },
+    };
+    expect(await run({ stageFs })).toEqual({
+      exitCode: 1,
+      message: "update failed: staging failed, the running binary is unchanged: writing gpu-turnstile.new: ENOSPC: no space left on device, write",
+    });
+    expect(install.untouched()).toBe(true);
+    expect(restarts).toBe(0);
+  });
 });
 
 test("restart failure after staging: exit 1, says the update is staged", async () => {

@@ -4,21 +4,36 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { createHash } from "node:crypto";
 import type { FakeAsset, FakeRelease } from "./fake-gitea.ts";
+import { releaseStatement } from "../../src/update/statement.ts";
 import type { UpdateLog } from "../../src/update/types.ts";
 
 export const ASSET = "gpu-turnstile-linux-x64";
 
+export interface TestKey {
+  publicKeyBase64: string;
+  /** a signature over exactly `bytes` */
+  signBytes(bytes: Uint8Array): Uint8Array;
+  /** what the release tooling makes: a signature over the release statement */
+  signRelease(tag: string, assetName: string, body: Uint8Array): Uint8Array;
+}
+
 /** A release key made per test run; the updater gets its public half injected. */
-export function testKey(): { publicKeyBase64: string; sign(bytes: Uint8Array): Uint8Array } {
+export function testKey(): TestKey {
   const kp = nacl.sign.keyPair();
+  const signBytes = (bytes: Uint8Array): Uint8Array => nacl.sign.detached(bytes, kp.secretKey);
   return {
     publicKeyBase64: Buffer.from(kp.publicKey).toString("base64"),
-    sign: (bytes) => nacl.sign.detached(bytes, kp.secretKey),
+    signBytes,
+    signRelease: (tag, assetName, body) => signBytes(new TextEncoder().encode(releaseStatement(tag, assetName, sha256Hex(body)))),
   };
 }
 
+export function sha256Hex(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
 export function sha256Line(bytes: Uint8Array, name: string): Uint8Array {
-  return new TextEncoder().encode(`${createHash("sha256").update(bytes).digest("hex")}  ${name}\n`);
+  return new TextEncoder().encode(`${sha256Hex(bytes)}  ${name}\n`);
 }
 
 export function binary(text: string): Uint8Array {
@@ -29,12 +44,13 @@ export function binary(text: string): Uint8Array {
 export function signedRelease(
   tag: string,
   body: Uint8Array,
-  sign: (b: Uint8Array) => Uint8Array,
+  key: Pick<TestKey, "signRelease">,
   patch: Partial<{ asset: Partial<FakeAsset>; sig: Partial<FakeAsset> | null; sha: Partial<FakeAsset> | null }> = {},
   name = ASSET,
 ): FakeRelease {
   const assets: FakeAsset[] = [{ name, serve: { kind: "bytes", body }, ...patch.asset }];
-  if (patch.sig !== null) assets.push({ name: `${name}.sig`, serve: { kind: "bytes", body: sign(body) }, ...patch.sig });
+  const sig = key.signRelease(tag, name, body);
+  if (patch.sig !== null) assets.push({ name: `${name}.sig`, serve: { kind: "bytes", body: sig }, ...patch.sig });
   if (patch.sha !== null) assets.push({ name: `${name}.sha256`, serve: { kind: "bytes", body: sha256Line(body, name) }, ...patch.sha });
   return { tag, assets };
 }

@@ -7,6 +7,7 @@ import { isLoopbackHost, urlRefusal } from "../../src/update/url-policy.ts";
 import { decodePublicKey, parseSha256File } from "../../src/update/verify.ts";
 import { isDevVersion } from "../../src/version.ts";
 import { PUBLIC_KEY_BASE64 } from "../../src/update/pubkey.ts";
+import { releaseStatement, statementRefusal } from "../../src/update/statement.ts";
 
 const rel = (tag: string, extra: Partial<{ prerelease: boolean; draft: boolean }> = {}) => ({ tag, prerelease: false, draft: false, ...extra });
 
@@ -105,4 +106,23 @@ test("the embedded key: empty means no key, a wrong length is refused", () => {
   expect(decodePublicKey(Buffer.alloc(31).toString("base64"))).toEqual({ refusal: "the embedded release key is 31 bytes, not 32" });
   expect("key" in decodePublicKey(Buffer.alloc(32, 1).toString("base64"))).toBe(true);
   expect(typeof PUBLIC_KEY_BASE64).toBe("string");
+});
+
+describe("the release statement a signature covers", () => {
+  const hex = "0123456789abcdef".repeat(4);
+  test("exactly four ASCII lines, each ended by \\n", () => {
+    expect(releaseStatement("v1.2.3", "gpu-turnstile-linux-x64", hex)).toBe(
+      `gpu-turnstile release v1\nv1.2.3\ngpu-turnstile-linux-x64\n${hex}\n`,
+    );
+  });
+  test("a field that could pose as the next line, or a digest that is not lower-case hex, is refused", () => {
+    expect(statementRefusal("v1.2.3\ngpu-turnstile.exe", "x")).toBe('tag "v1.2.3\\ngpu-turnstile.exe" is not printable ASCII');
+    expect(statementRefusal("v1.2.3", "gpu-turnstile\r")).toBe('asset name "gpu-turnstile\\r" is not printable ASCII');
+    expect(statementRefusal("v1.2.3", "gpü")).toMatch(/not printable ASCII/);
+    expect(statementRefusal("", "x")).toMatch(/tag "" is not printable ASCII/);
+    expect(statementRefusal("v1.2.3", "gpu turnstile.exe")).toBeNull();
+    expect(() => releaseStatement("v1.2.3\n", "x", hex)).toThrow(/cannot build a release statement: tag/);
+    expect(() => releaseStatement("v1.2.3", "x", hex.toUpperCase())).toThrow(/SHA-256 .* is not 64 lower-case hex digits/);
+    expect(() => releaseStatement("v1.2.3", "x", hex.slice(1))).toThrow(/not 64 lower-case hex digits/);
+  });
 });
