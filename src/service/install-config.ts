@@ -13,6 +13,7 @@
  *   naming the file to fix and what to fix in it.
  */
 import { parseEnvFile, formatEnvValue } from "../config/envfile.ts";
+import { redactCredentials } from "../config/redact.ts";
 import type { Platform } from "./platform.ts";
 import type { Report, ReportLine } from "./report.ts";
 
@@ -167,7 +168,7 @@ export async function applyConfig(p: Platform, plan: ConfigPlan, report: Report,
 
 /** The lines an install ends with when the config would not let the service start. */
 export function reportProblems(plan: ConfigPlan, report: Report): void {
-  for (const problem of plan.problems) report.error(`config: ${problem}`);
+  for (const problem of plan.problems) report.error(`config: ${redactCredentials(problem)}`);
   report.error(`fix ${plan.fix}, then run install-service again (nothing was registered or started)`);
 }
 
