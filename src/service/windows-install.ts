@@ -87,7 +87,13 @@ export async function installWindows(p: Platform, o: WindowsInstallOptions): Pro
     return r.done();
   }
   const source = await configSource(p, o);
-  // Settled before anything is stopped or registered (see install-config.ts).
+  const query = await sc(p, ["query", SERVICE_NAME]);
+  const exists = query.code !== ERROR_SERVICE_DOES_NOT_EXIST;
+  if (exists && query.code !== 0) {
+    r.error(`sc.exe query ${SERVICE_NAME} failed (exit ${query.code}): ${text(query)}`);
+    return r.done();
+  }
+  // Settled before anything is stopped or registered (see install-config.ts); the query only reads.
   const L = windowsLayout(p.env);
   const config = o.noCopy
     ? await checkInPlace(p, source, o.config, "win32")
@@ -104,21 +110,15 @@ export async function installWindows(p: Platform, o: WindowsInstallOptions): Pro
     if (config.writeOnFail && config.write !== null) {
       await p.mkdirp(L.installDir);
       await applyConfig(p, config, r);
-      // No service account yet: only SYSTEM and Administrators may read it meanwhile.
-      for (const path of [L.configPath, `${L.configPath}.bak`]) {
-        if (await p.stat(path)) await p.run("icacls.exe", configAclArgs(path, false));
+      // Only SYSTEM, Administrators and an already registered service may read it meanwhile.
+      for (const [path, service] of [[L.configPath, exists], [`${L.configPath}.bak`, false]] as const) {
+        if (await p.stat(path)) await p.run("icacls.exe", configAclArgs(path, service));
       }
     }
     reportProblems(config, r);
     return r.done();
   }
 
-  const query = await sc(p, ["query", SERVICE_NAME]);
-  const exists = query.code !== ERROR_SERVICE_DOES_NOT_EXIST;
-  if (exists && query.code !== 0) {
-    r.error(`sc.exe query ${SERVICE_NAME} failed (exit ${query.code}): ${text(query)}`);
-    return r.done();
-  }
   const state = exists ? parseState(query.stdout) : undefined;
   const wasRunning = state !== undefined && state !== STATE.STOPPED;
   if (wasRunning) {

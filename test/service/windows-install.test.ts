@@ -87,6 +87,20 @@ describe("installWindows: first install", () => {
     expect(scm.service?.state).toBe(4);
   });
 
+  test("an installed config migrated but still unusable: written, the service keeps read access, nothing stopped", async () => {
+    const m = machine();
+    await installed(m);
+    m.p.seed(L.configPath, "CFG_VER=v1.0.0\nJOB_TIMEOUT=5m\n");
+    const out = await installWindows(m.p, opts);
+    expect(out.exitCode).toBe(1);
+    expect(m.p.file(L.configPath)).toStartWith("CFG_VER=v1.2.0\n");
+    expect(m.p.file(`${L.configPath}.bak`)).toBe("CFG_VER=v1.0.0\nJOB_TIMEOUT=5m\n");
+    expect(m.scm.principals(L.configPath)).toEqual(CONFIG_READERS);
+    expect(m.scm.actions()).not.toContain("sc.exe stop gpu-turnstile");
+    expect(m.scm.service?.state).toBe(4);
+    expect(formatLines(out.lines)).toContain(`error: fix ${L.configPath}, then run install-service again`);
+  });
+
   test("--config over an installed one: replaced, the old one kept as .bak, both for administrators (and the service) only", async () => {
     const m = machine();
     await installed(m);
