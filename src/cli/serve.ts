@@ -4,6 +4,7 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
+import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
@@ -80,14 +81,14 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
  * operators (otherwise all they would see is "service-specific error 1").
  */
 async function fatal(opts: ServeOptions, lines: string[]): Promise<never> {
-  for (const l of lines) process.stderr.write(`gpu-turnstile: ${l}\n`);
+  for (const l of lines) process.stderr.write(`gpu-turnstile: ${redactCredentials(l)}\n`);
   if (opts.host?.kind === "windows-service") {
     const { windowsLayout } = await import("../service/windows-install.ts");
     const file = windowsLayout(process.env).logFile;
     try {
       mkdirSync(dirname(file), { recursive: true });
       const at = new Date().toISOString();
-      appendFileSync(file, lines.map((l) => `${at} ERROR gpu-turnstile cannot start: ${l}\n`).join(""));
+      appendFileSync(file, lines.map((l) => `${at} ERROR gpu-turnstile cannot start: ${redactCredentials(l)}\n`).join(""));
     } catch {
       // Nowhere left to say it; the SCM still gets exit code 1.
     }
@@ -230,6 +231,6 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   process.on("SIGTERM", onSignal);
   host?.onStopRequest(() => shutdown(0));
   // Said last: once an operator (or a script) reads "ready", Ctrl-C already stops gracefully.
-  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
+  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: redactUrl(b.name === "ollama" ? config.ollamaUrl : config.comfyUrl) });
   return { turnstile, log, done, shutdown };
 }

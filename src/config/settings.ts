@@ -298,7 +298,7 @@ export const SETTINGS: readonly SettingDef[] = [
     kind: "string",
     pattern: /^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/,
     expected: "a version like v1.2.3",
-    doc: "Config format version written by --install-service (a dev build writes v0.0.0); without it, install replaces this file with a fresh sample and keeps a .bak.",
+    doc: "Config format version written by --install-service (a dev build writes v0.0.0); a file without it or with an older one is rewritten into the current sample's layout, every setting kept, the old file kept as .bak.",
   },
 ];
 

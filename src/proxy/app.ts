@@ -6,6 +6,7 @@
 // hono/tiny (PatternRouter): two fixed routes and a catch-all need no more router, and it loads
 // ~1 MiB lighter than the default preset — memory every idle turnstile pays (docs/BENCHMARKS.md).
 import { Hono } from "hono/tiny";
+import { redactCredentials } from "../config/redact.ts";
 import type { ImageJobDeps } from "../jobs/image-job.ts";
 import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
@@ -166,6 +167,6 @@ function unreachable(deps: ListenerAppDeps, req: Request, url: URL, reason: stri
   return errorResponse(dialectFor(deps.listener, url.pathname), {
     status: 502,
     type: "upstream_unreachable",
-    message: `gpu-turnstile could not reach ${name} at ${deps.upstream.host}: ${reason}`,
+    message: `gpu-turnstile could not reach ${name} at ${deps.upstream.host}: ${redactCredentials(reason)}`,
   });
 }
