@@ -14,6 +14,7 @@ import type { Logger } from "./observe/log.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
+import { modelFieldWatcher } from "./ollama/model-field.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./proxy/forward.ts";
@@ -106,6 +107,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
+      probeTimeoutMs: config.probeTimeoutMs,
       jobTimeoutMs: config.jobTimeoutMs,
       historyPollIntervalMs: config.historyPollIntervalMs,
       freeTimeoutMs: config.freeTimeoutMs,
@@ -142,7 +144,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
   try {
-    if (config.ollamaUrl) start("ollama", config.listenOllama, config.ollamaUrl, {});
+    // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
+    const watchLlmBody = ollama && comfy ? () => modelFieldWatcher((m) => ollama.memory.routed(m)) : undefined;
+    if (config.ollamaUrl) start("ollama", config.listenOllama, config.ollamaUrl, { watchLlmBody });
     if (config.comfyUrl) start("comfy", config.listenComfy, config.comfyUrl, { imageJob });
   } catch (err) {
     for (const s of servers) s.server.stop(true);

@@ -11,6 +11,7 @@
 import type { ComfyClient } from "../comfy/client.ts";
 import { vramReleased } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
+import { emptyOllama, type UnloadResult } from "../ollama/unload.ts";
 import { sleep } from "../proxy/backoff.ts";
 import { errorResponse } from "../proxy/dialect.ts";
 import { forward, relayResponse, type Hold, type RetryPolicy } from "../proxy/forward.ts";
@@ -34,6 +35,7 @@ export interface ImageLock {
 export interface ImageJobSettings {
   unloadTimeoutMs: number;
   unloadPollIntervalMs: number;
+  probeTimeoutMs: number;
   jobTimeoutMs: number;
   historyPollIntervalMs: number;
   freeTimeoutMs: number;
@@ -161,20 +163,18 @@ async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   const { ollama, settings, emit } = deps;
   if (!ollama) return;
   const t0 = performance.now();
-  const signal = AbortSignal.timeout(settings.unloadTimeoutMs);
-  let models: string[] = [];
-  let complete = false;
-  let error: string | undefined;
+  let r: UnloadResult;
   try {
-    models = (await ollama.ps(signal)).map((m) => m.name);
-    for (const m of models) await ollama.unload(m, signal);
-    // Nothing was loaded: nothing to wait for (and one /api/ps round trip less on every hand-off).
-    complete = models.length === 0 || await ollama.waitUnloaded(Date.now() + settings.unloadTimeoutMs - (performance.now() - t0), settings.unloadPollIntervalMs, signal);
-    if (!complete) error = `models still loaded after ${settings.unloadTimeoutMs} ms`;
+    r = await emptyOllama(ollama, {
+      timeoutMs: settings.unloadTimeoutMs,
+      pollMs: settings.unloadPollIntervalMs,
+      // A hanging /api/ps is given up on with time left to unload blind and poll again.
+      psTimeoutMs: Math.min(settings.probeTimeoutMs, settings.unloadTimeoutMs / 2),
+    });
   } catch (err) {
-    error = signal.aborted ? `no answer within UNLOAD_TIMEOUT (${settings.unloadTimeoutMs} ms)` : describeFetchError(err);
+    r = { tried: [], complete: false, error: describeFetchError(err) };
   }
-  emit({ phase: "unloaded", jobId, models, durationMs: performance.now() - t0, complete, error });
+  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error });
 }
 
 /** Wait for the job, free ComfyUI's memory and confirm it came back. Returns the job's outcome. */

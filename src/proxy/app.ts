@@ -45,6 +45,8 @@ export interface ListenerAppDeps {
   metrics: () => { contentType: string; text: string };
   /** The ComfyUI listener's image jobs; absent on the Ollama listener. */
   imageJob?: ImageJobDeps;
+  /** A watcher per LLM request, fed its body as it is sent (the blind unload's model memory). */
+  watchLlmBody?: () => (chunk: Uint8Array) => void;
 }
 
 /** Status written to the request log when the client went away before an answer (nginx's 499). */
@@ -139,6 +141,7 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
       clientIp,
       retry: deps.retry,
       acquire: () => admitLLM(deps.lock, deps.busy, req.signal),
+      watchBody: deps.watchLlmBody?.(),
       onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
     });
   } catch (err) {

@@ -106,7 +106,7 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     expect(JSON.parse(await res.text())).toMatchObject({ prompt_id: id });
     await expectReleasedOnce(s, "completed");
     expect(callNames(s.comfy!.calls)).toContain("POST /free");
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
   });
 
   test("/api/ps answers 500", async () => {
@@ -116,11 +116,11 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     expect(res.status).toBe(200);
     await res.text();
     await expectReleasedOnce(s, "completed");
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
   });
 
-  test("the unload call fails (generate and embed both 500)", async () => {
-    s = await startStack();
+  test("the unload call fails (generate and embed both 500): sent again at each poll until UNLOAD_TIMEOUT", async () => {
+    s = await startStack({ env: { UNLOAD_TIMEOUT: "300ms", UNLOAD_POLL_INTERVAL: "100ms" } });
     await preload(s);
     s.ollama!.override("POST", "/api/generate", () => json(500, { error: "boom" }));
     s.ollama!.override("POST", "/api/embed", () => json(500, { error: "boom" }));
@@ -128,9 +128,14 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     expect(res.status).toBe(200);
     await res.text();
     await s.t.settled();
-    expect(callNames(s.ollama!.calls)).toEqual(["GET /api/ps", "POST /api/generate", "POST /api/embed"]);
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
-    expect(warnLines(s.t, "Ollama unload incomplete")[0]).toContain("llama3.2:latest");
+    const calls = callNames(s.ollama!.calls);
+    expect(calls.slice(0, 3)).toEqual(["GET /api/ps", "POST /api/generate", "POST /api/embed"]);
+    expect(calls.filter((c) => c === "POST /api/generate").length).toBeGreaterThanOrEqual(2);
+    const prompt = callsTo(s.comfy!.calls, "/prompt")[0]!;
+    expect(prompt.at - s.ollama!.calls[0]!.at).toBeGreaterThanOrEqual(290);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")[0]).toContain("tried=llama3.2:latest");
+    expect(warnLines(s.t, "Ollama unload not confirmed")[0]).toContain("HTTP 500");
     await expectReleasedOnce(s, "completed");
   });
 
@@ -145,7 +150,7 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     const psPolls = callsTo(s.ollama!.calls, "/api/ps");
     expect(psPolls.length).toBeGreaterThanOrEqual(3);
     expect(callsTo(s.comfy!.calls, "/prompt")[0]!.at - psPolls[0]!.at).toBeGreaterThanOrEqual(190);
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
     // Leave the model loaded no longer than needed for the chat check below.
     await s.t.settled();
     await expectReleasedOnce(s, "completed");
