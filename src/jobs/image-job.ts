@@ -106,7 +106,11 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   // upstream request is not tied to the client's signal; JOB_TIMEOUT bounds a ComfyUI that hangs.
   // The timeout starts per attempt: one made on arrival had often expired by the time a job that
   // queued behind others got the GPU, and that job got a 502 without reaching ComfyUI.
-  const fetchSignal = () => AbortSignal.timeout(settings.jobTimeoutMs);
+  // The attempt whose /prompt is on its way, until it is given up for a backoff: if it ends with
+  // no answer, that is ComfyUI's doing (JOB_TIMEOUT, or a cut), whether or not the client stayed.
+  let sent: AbortSignal | undefined;
+  const fetchSignal = () => (sent = AbortSignal.timeout(settings.jobTimeoutMs));
+  const noAnswer = (s: AbortSignal): JobOutcome => (s.aborted ? "timeout" : "upstream_error");
   const started = performance.now();
   let result;
   try {
@@ -117,15 +121,26 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       clientIp,
       retry: settings.retry,
       acquire,
-      onRetry: (n) => emit({ phase: "retrying", jobId, ...n }),
+      onRetry: (n) => {
+        sent = undefined;
+        emit({ phase: "retrying", jobId, ...n });
+      },
     });
   } catch (err) {
-    release("client_gone");
+    release(sent ? noAnswer(sent) : "client_gone");
     throw err;
   }
 
   if (!result.ok) {
-    release("upstream_error");
+    const outcome = noAnswer(sent!);
+    release(outcome);
+    if (outcome === "timeout") {
+      return errorResponse("comfy", {
+        status: 504,
+        type: "upstream_timeout",
+        message: `gpu-turnstile: ComfyUI did not answer /prompt within JOB_TIMEOUT (${settings.jobTimeoutMs} ms)`,
+      });
+    }
     return errorResponse("comfy", {
       status: 502,
       type: "upstream_unreachable",

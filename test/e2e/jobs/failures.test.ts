@@ -241,6 +241,66 @@ describe("ComfyUI's answer to /prompt", () => {
   });
 });
 
+describe("/prompt gets no answer from ComfyUI: the outcome is ComfyUI's, never client_gone", () => {
+  /** A /prompt that ComfyUI receives and never answers (until the test ends). */
+  function hangPrompt(stack: Stack): void {
+    let end!: () => void;
+    const ended = new Promise<void>((r) => (end = r));
+    stack.comfy!.override("POST", "/prompt", () => ended.then(() => json(500, { error: "test over" })));
+    cleanups.push(end);
+  }
+
+  test("the client waits: JOB_TIMEOUT ends it as timeout, with a 504 naming JOB_TIMEOUT", async () => {
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
+    hangPrompt(s);
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as { error: { type: string; message: string }; node_errors: object };
+    expect(body.error.type).toBe("upstream_timeout");
+    expect(body.error.message).toContain("JOB_TIMEOUT");
+    expect(body.node_errors).toEqual({});
+    await expectReleasedOnce(s, "timeout");
+  });
+
+  test("the client left while /prompt was on its way: JOB_TIMEOUT ends it as timeout", async () => {
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
+    hangPrompt(s);
+    const ac = new AbortController();
+    const res = submit(s.t, promptBody(newPromptId()), { signal: ac.signal }).catch((e: unknown) => e);
+    await waitFor(() => callsTo(s!.comfy!.calls, "/prompt").length === 1, "prompt reached ComfyUI");
+    ac.abort();
+    expect(await res).toBeInstanceOf(Error);
+    await waitFor(() => s!.t.logLines.some((l) => l.includes("GPU released")), "job released");
+    await expectReleasedOnce(s, "timeout");
+  });
+
+  test("the client left, then ComfyUI cut the connection: upstream_error", async () => {
+    const ac = new AbortController();
+    let prompts = 0;
+    const cut = Bun.listen({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        data(sock, bytes) {
+          // The health probe is refused; the prompt arrives, the client hangs up, and a moment
+          // later ComfyUI drops the connection.
+          if (!bytes.toString("latin1").startsWith("POST /prompt ")) return void sock.terminate();
+          prompts++;
+          ac.abort();
+          setTimeout(() => sock.terminate(), 50);
+        },
+      },
+    });
+    cleanups.push(() => cut.stop(true));
+    s = await startStack({ comfy: false, env: { COMFY_URL: `http://127.0.0.1:${cut.port}` } });
+    const res = await submit(s.t, promptBody(newPromptId()), { signal: ac.signal }).catch((e: unknown) => e);
+    expect(res).toBeInstanceOf(Error);
+    await waitFor(() => s!.t.logLines.some((l) => l.includes("GPU released")), "job released");
+    expect(prompts).toBe(1);
+    await expectReleasedOnce(s, "upstream_error");
+  });
+});
+
 describe("after ComfyUI accepted the job", () => {
   test("/history fails on every poll: polling goes on until JOB_TIMEOUT, then free and release", async () => {
     s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
