@@ -28,10 +28,14 @@ export interface RequestObserver {
   upstreamFailed(listener: Listener, r: { method: string; path: string; reason: string }): void;
 }
 
+/** An upstream as the last health probe found it; `disabled` when its URL is empty. */
+export type UpstreamHealth = "up" | "down" | "disabled";
+
 export interface HealthBody {
   state: string;
   llm_inflight: number;
   image_pending: boolean;
+  upstreams: { ollama: UpstreamHealth; comfy: UpstreamHealth };
 }
 
 export interface ListenerAppDeps {
