@@ -1,7 +1,7 @@
 /**
- * The few calls the turnstile makes to Ollama itself: what is loaded, unload it, wait until it
- * is really gone, and load a model back. Ollama answers an unload at once and frees the model
- * afterwards (api-facts O6), so "unloaded" is only ever decided by /api/ps being empty.
+ * The few calls the turnstile makes to Ollama itself: what is loaded, unload a model, and load one
+ * back (emptying Ollama for an image job is unload.ts). Ollama answers an unload at once and frees
+ * the model afterwards (api-facts O6), so "unloaded" is only ever decided by /api/ps being empty.
  */
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
 import { ModelMemory } from "./model-memory.ts";

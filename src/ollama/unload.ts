@@ -54,12 +54,14 @@ export async function emptyOllama(ollama: OllamaClient, s: UnloadSettings): Prom
       if (targets.length === 0 && tried.length === 0) {
         return { tried, complete: false, error: `${psError}; nothing was routed to Ollama since it was last seen empty` };
       }
+      let acceptedNow = false;
       for (const m of targets) {
         if (accepted.has(m)) continue;
         if (!tried.includes(m)) tried.push(m);
         try {
           await ollama.unload(m, signal);
           accepted.add(m);
+          acceptedNow = true;
         } catch (err) {
           if (signal.aborted) throw err;
           unloadError = `unload ${m}: ${describeFetchError(err)}`;
@@ -67,7 +69,9 @@ export async function emptyOllama(ollama: OllamaClient, s: UnloadSettings): Prom
       }
       const left = deadline - Date.now();
       if (left <= 0) break;
-      await sleep(Math.min(s.pollMs, left), signal);
+      // Right after an unload Ollama's /api/ps may block until the model is gone (api-facts O1):
+      // ask again at once rather than a poll interval later.
+      if (!acceptedNow) await sleep(Math.min(s.pollMs, left), signal);
     }
   } catch (err) {
     if (!signal.aborted) throw err;
