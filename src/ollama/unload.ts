@@ -9,6 +9,7 @@
  */
 import { sleep } from "../proxy/backoff.ts";
 import { describeFetchError } from "../proxy/upstream-errors.ts";
+import { UpstreamHttpError } from "../upstream/http.ts";
 import type { OllamaClient } from "./client.ts";
 
 export interface UnloadSettings {
@@ -64,7 +65,10 @@ export async function emptyOllama(ollama: OllamaClient, s: UnloadSettings): Prom
           acceptedNow = true;
         } catch (err) {
           if (signal.aborted) throw err;
-          unloadError = `unload ${m}: ${describeFetchError(err)}`;
+          // Ollama does not know the name (a client asked for a model that does not exist): nothing
+          // under it can be loaded, so it is not sent again.
+          if (err instanceof UpstreamHttpError && err.status === 404) accepted.add(m);
+          else unloadError = `unload ${m}: ${describeFetchError(err)}`;
         }
       }
       const left = deadline - Date.now();

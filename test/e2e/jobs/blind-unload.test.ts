@@ -132,3 +132,23 @@ test("nothing routed since /api/ps was last empty: an unreadable /api/ps costs n
   expect(callsTo(s.ollama!.calls, "/api/ps")).toHaveLength(1);
   expect(warnLines(s.t, "unload not confirmed")[0]).toContain("tried=-");
 });
+
+test("a routed name Ollama does not know gets one keep_alive:0, not one per poll", async () => {
+  s = await startStack({ env: ENV });
+  const c = await chat(s.t, "no-such-model");
+  expect(c.status).toBe(404);
+  await c.text();
+  const real = await chat(s.t, "llama3.2");
+  await real.text();
+  failPs(s);
+  s.ollama!.clearCalls();
+  const res = await submit(s.t, promptBody(newPromptId()));
+  expect(res.status).toBe(200);
+  await res.text();
+  await s.t.settled();
+  expect(s.gpu.overlaps()).toEqual([]);
+  // Both were tried (the unknown one also through /api/embed, the pre-0.3.11 fallback), once each.
+  expect(unloadsSent(s)).toEqual(["no-such-model", "llama3.2"]);
+  expect(callsTo(s.ollama!.calls, "/api/embed")).toHaveLength(1);
+  expect(warnLines(s.t, "unload not confirmed")[0]).toContain("tried=no-such-model,llama3.2");
+});
