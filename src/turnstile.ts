@@ -14,11 +14,12 @@ import type { Logger } from "./observe/log.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
+import { modelFieldWatcher } from "./ollama/model-field.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./proxy/forward.ts";
 import { startListener } from "./proxy/listener.ts";
-import { startHealthMonitor, type HealthMonitor } from "./upstream/health.ts";
+import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./upstream/health.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -53,6 +54,14 @@ function withExtra(base: JobListener, extra: JobListener | undefined): JobListen
   return extra ? (e) => (base(e), extra(e)) : base;
 }
 
+/** A probe report that also updates what /healthz shows. */
+function withHealth(status: HealthBody["upstreams"], report: ProbeReport): ProbeReport {
+  return (upstream, up, detail) => {
+    status[upstream] = up ? "up" : "down";
+    report(upstream, up, detail);
+  };
+}
+
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
 
@@ -73,9 +82,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
 
+  // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
+  const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
   const health = (): HealthBody => {
     const s = lock.snapshot();
-    return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending };
+    return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
   };
   const retry: RetryPolicy = {
     backoffInitialMs: config.backoffInitialMs,
@@ -106,6 +117,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
+      probeTimeoutMs: config.probeTimeoutMs,
       jobTimeoutMs: config.jobTimeoutMs,
       historyPollIntervalMs: config.historyPollIntervalMs,
       freeTimeoutMs: config.freeTimeoutMs,
@@ -142,7 +154,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
   try {
-    if (config.ollamaUrl) start("ollama", config.listenOllama, config.ollamaUrl, {});
+    // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
+    const watchLlmBody = ollama && comfy ? () => modelFieldWatcher((m) => ollama.memory.routed(m)) : undefined;
+    if (config.ollamaUrl) start("ollama", config.listenOllama, config.ollamaUrl, { watchLlmBody });
     if (config.comfyUrl) start("comfy", config.listenComfy, config.comfyUrl, { imageJob });
   } catch (err) {
     for (const s of servers) s.server.stop(true);
@@ -165,7 +179,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     comfy,
     timeoutMs: config.probeTimeoutMs,
     intervalMs: config.healthIntervalMs,
-    report: upstreamHealthLogger(log, metrics),
+    report: withHealth(upstreamHealth, upstreamHealthLogger(log, metrics)),
   });
 
   return {

@@ -29,10 +29,14 @@ export interface RequestObserver {
   upstreamFailed(listener: Listener, r: { method: string; path: string; reason: string }): void;
 }
 
+/** An upstream as the last health probe found it; `disabled` when its URL is empty. */
+export type UpstreamHealth = "up" | "down" | "disabled";
+
 export interface HealthBody {
   state: string;
   llm_inflight: number;
   image_pending: boolean;
+  upstreams: { ollama: UpstreamHealth; comfy: UpstreamHealth };
 }
 
 export interface ListenerAppDeps {
@@ -46,6 +50,8 @@ export interface ListenerAppDeps {
   metrics: () => { contentType: string; text: string };
   /** The ComfyUI listener's image jobs; absent on the Ollama listener. */
   imageJob?: ImageJobDeps;
+  /** A watcher per LLM request, fed its body as it is sent (the blind unload's model memory). */
+  watchLlmBody?: () => (chunk: Uint8Array) => void;
 }
 
 /** Status written to the request log when the client went away before an answer (nginx's 499). */
@@ -140,6 +146,7 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
       clientIp,
       retry: deps.retry,
       acquire: () => admitLLM(deps.lock, deps.busy, req.signal),
+      watchBody: deps.watchLlmBody?.(),
       onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
     });
   } catch (err) {

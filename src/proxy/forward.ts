@@ -48,6 +48,8 @@ export interface ForwardOptions {
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
+  /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
+  watchBody?: (chunk: Uint8Array) => void;
 }
 
 export type ForwardResult =
@@ -77,7 +79,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const { signal, retry } = opts;
   const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
-  const body = await prepareBody(req, retry.retryBodyLimit);
+  const body = await prepareBody(req, retry.retryBodyLimit, opts.watchBody);
   // Made on the first retry only: almost every request never needs one.
   let delays: (() => number) | undefined;
   const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();

@@ -94,16 +94,28 @@ export function postJson(url: string, body: unknown, headers: Record<string, str
   });
 }
 
+/** The lock's view in /healthz: the SPEC's three fields. */
 export interface Health {
   state: string;
   llm_inflight: number;
   image_pending: boolean;
 }
 
-export async function health(base: string): Promise<Health> {
+export interface Healthz extends Health {
+  upstreams: { ollama: string; comfy: string };
+}
+
+/** GET /healthz, whole. */
+export async function healthz(base: string): Promise<Healthz> {
   const res = await fetch(`${base}/healthz`);
   if (res.status !== 200) throw new Error(`/healthz answered ${res.status}`);
-  return (await res.json()) as Health;
+  return (await res.json()) as Healthz;
+}
+
+/** GET /healthz, the lock's fields only (what most tests look at). */
+export async function health(base: string): Promise<Health> {
+  const { state, llm_inflight, image_pending } = await healthz(base);
+  return { state, llm_inflight, image_pending };
 }
 
 /** GET /metrics, parsed by the strict exposition parser (so every scrape is also a format check). */
