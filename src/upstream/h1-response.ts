@@ -109,7 +109,7 @@ export class ResponseReader {
           const end = this.takeUntilBlankLine(bytes, at);
           if (end < 0) return;
           at = end;
-          this.onHead(this.taken);
+          this.onHead(this.taken, at < bytes.length);
           break;
         }
         case "trailers": {
@@ -118,7 +118,7 @@ export class ResponseReader {
           if (end < 0) return;
           at = end;
           const line = this.taken;
-          if (line.length === 2) this.finish();
+          if (line.length === 2) this.finish(at < bytes.length);
           else if (view(line).indexOf(LF) < line.length - 1 || view(line).indexOf(CR) < line.length - 2) throw new ProtocolError("bare CR or LF in a trailer line");
           break;
         }
@@ -127,7 +127,7 @@ export class ResponseReader {
           this.sink.data(bytes.subarray(at, at + n));
           at += n;
           this.left -= n;
-          if (this.left === 0) this.finish();
+          if (this.left === 0) this.finish(at < bytes.length);
           break;
         }
         case "close":
@@ -185,7 +185,7 @@ export class ResponseReader {
 
   /** The connection closed (or half-closed) on the upstream's side. */
   eof(): void {
-    if (this.state === "close") return this.finish();
+    if (this.state === "close") return this.finish(false);
     if (this.state === "idle" || this.state === "done") {
       this.keepAlive = false;
       return;
@@ -206,12 +206,17 @@ export class ResponseReader {
     this.sizeFlags = 0;
   }
 
-  private finish(): void {
+  /**
+   * `more`: bytes follow the end in the same read. Nothing was asked for them, so the connection
+   * is not reusable — known before `end()`, on which the pool decides to keep the connection.
+   */
+  private finish(more: boolean): void {
+    if (more) this.keepAlive = false;
     this.state = "done";
     this.sink.end();
   }
 
-  private onHead(block: Uint8Array): void {
+  private onHead(block: Uint8Array, more: boolean): void {
     const lines = latin1(block, 0, block.length - 4).split("\r\n");
     const m = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: (.*))?$/.exec(lines[0]!);
     if (!m) throw new ProtocolError(`bad status line ${JSON.stringify(lines[0]!.slice(0, 60))}`);
@@ -266,6 +271,7 @@ export class ResponseReader {
     this.state = state;
     if (state === "chunk-size") this.startChunkSize();
     const bodyLength = state === "done" ? 0 : state === "length" ? contentLength : undefined;
+    if (state === "done" && more) this.keepAlive = false;
     this.sink.head({ status, statusText: m[3] ?? "", fields, keepAlive: this.keepAlive, bodyLength });
     if (state === "done") this.sink.end();
   }

@@ -212,6 +212,15 @@ describe("pooled HTTP/1.1 client", () => {
     expect(up.connections()).toBe(3);
   });
 
+  test("bytes after an answer, in the same read, keep its connection out of the pool", async () => {
+    const up = scriptedUpstream((s, _r, n) => s.write(`HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n${n}${n === 1 ? "JUNK" : ""}`));
+    const pool = poolFor(up.url);
+    expect(await (await pool.request(req({ target: "/" }))).text()).toBe("1");
+    expect(pool.idleCount).toBe(0);
+    expect(await (await pool.request(req({ target: "/" }))).text()).toBe("2");
+    expect(up.connections()).toBe(2);
+  });
+
   test("garbage from the upstream is an error with a clear message, not a hang", async () => {
     const up = scriptedUpstream((s) => s.write("SSH-2.0-OpenSSH_9.2\r\n\r\n"));
     await expect(poolFor(up.url).request(req({ target: "/" }))).rejects.toThrow(/bad status line/);

@@ -171,6 +171,18 @@ describe("ResponseReader framing", () => {
     expect(r.reusable).toBe(false);
   });
 
+  test.each([
+    ["a Content-Length body", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"],
+    ["a chunked body", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nEXTRA"],
+    ["no body", "HTTP/1.1 204 No Content\r\n\r\nEXTRA"],
+  ])("after %s, bytes in the same read already make it unusable when end() is called (the pool decides there)", (_what, wire) => {
+    let atEnd: boolean | undefined;
+    const r: ResponseReader = new ResponseReader({ head: () => {}, data: () => {}, end: () => (atEnd = r.reusable) });
+    r.expect(false);
+    r.feed(enc.encode(wire));
+    expect(atEnd).toBe(false);
+  });
+
   test("a second exchange on the same reader works after expect()", () => {
     const { r, seen } = feedSplit("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", 0);
     r.expect(false);

@@ -17,6 +17,8 @@ interface Conn {
 
 /** What the upstream writes for a path (latin1 string: one char per byte), or "cut". */
 const answers = new Map<string, string | Buffer>();
+/** The last request head for a path, as the upstream received it (latin1: one char per byte). */
+const requests = new Map<string, string>();
 const DEFAULT = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n{\"version\":\"0.12.0\"}";
 let upstream: TCPSocketListener<Conn>;
 let t: TestTurnstile;
@@ -45,6 +47,7 @@ beforeAll(async () => {
           s.data.got = s.data.got.slice(end + 4);
           if (s.data.dead) return void s.terminate();
           const path = head.split(" ")[1]!;
+          requests.set(path, head);
           const answer = answers.get(path) ?? DEFAULT;
           const write = () => s.write(typeof answer === "string" ? Buffer.from(answer, "latin1") : answer);
           if (holdRequests) held.push(write);
@@ -81,7 +84,7 @@ interface Raw {
 }
 
 /** One request on its own connection (Connection: close); every byte that comes back. */
-function rawGet(path: string, deadlineMs = 3000): Promise<Raw> {
+function rawGet(path: string, extraHead = "", deadlineMs = 3000): Promise<Raw> {
   const { hostname, port } = new URL(t.ollamaUrl);
   return new Promise((resolve) => {
     const s = connect(Number(port), hostname);
@@ -98,7 +101,7 @@ function rawGet(path: string, deadlineMs = 3000): Promise<Raw> {
     s.on("close", () => done(true));
     // A cut (RST) is one of the answers under test: it ends the exchange like a close.
     s.on("error", () => done(true));
-    s.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nConnection: close\r\n\r\n`);
+    s.write(Buffer.from(`GET ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nConnection: close\r\n${extraHead}\r\n`, "latin1"));
   });
 }
 
@@ -116,10 +119,11 @@ function utf8(s: string): string {
 }
 
 describe("field values", () => {
-  test("a UTF-8 value reaches the client byte for byte (only SP and HTAB are trimmed)", async () => {
+  test("a UTF-8 value reaches the client byte for byte (only SP and HTAB are trimmed), and the upstream too", async () => {
     // "voilà" ends in 0xC3 0xA0; JavaScript's trim() took 0xA0 for a no-break space.
     answers.set("/api/tags", `HTTP/1.1 200 OK\r\nX-Title: ${utf8("voilà")}\r\nX-Pad: \t${utf8("\u00a0ok\u00a0")} \r\nContent-Length: 2\r\n\r\nok`);
-    const r = await rawGet("/api/tags");
+    const r = await rawGet("/api/tags", `X-Title: ${utf8("déjà vu")}\r\n`);
+    expect(requests.get("/api/tags")!.split("\r\n")).toContain(`x-title: ${utf8("déjà vu")}`);
     expect(statusOf(r)).toBe(200);
     const lines = r.head.split("\r\n").map((l) => l.replace(/^[^:]*/, (name) => name.toLowerCase()));
     expect(lines).toContain(`x-title: ${utf8("voilà")}`);
@@ -186,6 +190,16 @@ describe("connection reuse", () => {
     const before = opened;
     const b = await rawGet("/api/new");
     expect(b.rest.toString()).toBe("new");
+    expect(opened).toBe(before + 1);
+  });
+
+  test("bytes after an answer in the same read keep its connection from being reused", async () => {
+    answers.set("/api/extra", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray");
+    const a = await rawGet("/api/extra");
+    expect(a.rest.toString()).toBe("ok");
+    const before = opened;
+    const b = await rawGet("/api/tags");
+    expect(statusOf(b)).toBe(200);
     expect(opened).toBe(before + 1);
   });
 
