@@ -360,11 +360,7 @@ function hasToken(list: string, token: string): boolean {
   return list.split(",").some((t) => trimOws(t, 0) === token);
 }
 
-/**
- * Only `chunked` can be taken off and the body handed on as it was meant (RFC 9112 §6.1): a
- * proxy drops Transfer-Encoding as hop-by-hop, so with gzip (say) its client would get encoded
- * bytes with nothing saying so.
- */
+/** Throws unless the codings are just `chunked` (the file's comment says why). */
 function checkChunkedOnly(te: string): void {
   const codings = te.toLowerCase().split(",").map((c) => trimOws(c, 0)).filter((c) => c !== "");
   if (codings.length === 1 && codings[0] === "chunked") return;
