@@ -9,13 +9,12 @@ import { connect } from "node:net";
 import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
 
 interface Conn {
-  id: number;
   got: string;
   /** Requests on this connection are met with a cut, as by an upstream that restarted. */
   dead: boolean;
 }
 
-/** What the upstream writes for a path (latin1 string: one char per byte), or "cut". */
+/** What the upstream writes for a path (a string is latin1: one char per byte). */
 const answers = new Map<string, string | Buffer>();
 /** The last request head for a path, as the upstream received it (latin1: one char per byte). */
 const requests = new Map<string, string>();
@@ -25,7 +24,7 @@ let t: TestTurnstile;
 let opened = 0;
 let closed = 0;
 const sockets = new Set<Socket<Conn>>();
-/** Requests that wait for `release()` before they are answered. */
+/** While `holdRequests`, answers wait here until the test writes them. */
 let held: (() => void)[] = [];
 let holdRequests = false;
 
@@ -35,7 +34,8 @@ beforeAll(async () => {
     port: 0,
     socket: {
       open(s) {
-        s.data = { id: ++opened, got: "", dead: false };
+        opened++;
+        s.data = { got: "", dead: false };
         sockets.add(s);
       },
       data(s, d) {
