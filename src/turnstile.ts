@@ -53,6 +53,25 @@ function withExtra(base: JobListener, extra: JobListener | undefined): JobListen
   return extra ? (e) => (base(e), extra(e)) : base;
 }
 
+/** A listener that could not bind, said in one line that names its setting and address. */
+export class BindError extends Error {
+  override name = "BindError";
+}
+
+function bindError(key: string, listen: string, err: unknown): BindError {
+  const where = `${key} ${listen.trim()}`;
+  switch ((err as { code?: unknown } | null)?.code) {
+    case "EADDRINUSE":
+      return new BindError(`${where} is already in use (another gpu-turnstile?)`);
+    case "EACCES":
+      return new BindError(`${where}: permission denied (ports below 1024 need privileges)`);
+    case "EADDRNOTAVAIL":
+      return new BindError(`${where}: this machine has no such address`);
+    default:
+      return new BindError(`${where}: cannot listen (${err instanceof Error ? err.message : String(err)})`);
+  }
+}
+
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
 
@@ -119,31 +138,36 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
 
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
   const bound: BoundListener[] = [];
-  const start = (name: Listener, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
+  const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
     const addr = parseListen(listen);
     const upstream = new URL(upstreamUrl);
     const app = createListenerApp({ ...common, ...extra, listener: name, upstream });
-    const server = startListener({
-      name,
-      hostname: addr.hostname,
-      port: addr.port,
-      upstream,
-      app,
-      wsConnectTimeoutMs: config.probeTimeoutMs,
-      onWebsocket: (r) => {
-        metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
-        if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
-        else log.info(`websocket ${r.path} relayed`);
-      },
-    });
+    let server: ReturnType<typeof startListener>;
+    try {
+      server = startListener({
+        name,
+        hostname: addr.hostname,
+        port: addr.port,
+        upstream,
+        app,
+        wsConnectTimeoutMs: config.probeTimeoutMs,
+        onWebsocket: (r) => {
+          metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
+          if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
+          else log.info(`websocket ${r.path} relayed`);
+        },
+      });
+    } catch (err) {
+      throw bindError(key, listen, err);
+    }
     servers.push({ name, server });
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
   try {
-    if (config.ollamaUrl) start("ollama", config.listenOllama, config.ollamaUrl, {});
-    if (config.comfyUrl) start("comfy", config.listenComfy, config.comfyUrl, { imageJob });
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, {});
+    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     throw err;

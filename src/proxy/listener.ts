@@ -25,6 +25,9 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
     idleTimeout: 0,
     // Never Bun's development error page (stack traces to clients); our own errors are JSON.
     development: false,
+    // One turnstile per port: with `development: false` Bun would otherwise set SO_REUSEPORT, and
+    // a second instance would bind the same port and get half the connections with its own lock.
+    reusePort: false,
     // Model blobs (`ollama create`) and ComfyUI uploads stream through; the upstream sets limits.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     async fetch(req, server) {
