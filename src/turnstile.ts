@@ -3,6 +3,7 @@
  * logs and metrics wired to events. Everything the CLI, the demo and the tests start goes
  * through `startTurnstile`.
  */
+import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
@@ -17,6 +18,7 @@ import { OllamaClient } from "./ollama/client.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./proxy/forward.ts";
+import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { startListener } from "./proxy/listener.ts";
 import { startHealthMonitor, type HealthMonitor } from "./upstream/health.ts";
 
@@ -72,6 +74,11 @@ function bindError(key: string, listen: string, err: unknown): BindError {
   }
 }
 
+/** Every address of this machine's interfaces (Ollama's isLocalIP asks the same). */
+function machineAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
+}
+
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
 
@@ -114,7 +121,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     observer: requestObserver(log, metrics),
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
-  } satisfies Omit<ListenerAppDeps, "listener" | "upstream">;
+  } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
@@ -136,12 +143,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
   };
 
+  const allowedHosts = parseAllowedHosts(config.allowedHosts);
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
     const addr = parseListen(listen);
     const upstream = new URL(upstreamUrl);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream });
+    const hostAllowed = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
     let server: ReturnType<typeof startListener>;
     try {
       server = startListener({
