@@ -11,6 +11,8 @@ let s: Stack;
 beforeAll(async () => {
   // Slow tokens, so a chat stream is still open while the image request arrives.
   s = await startStack({}, { ollama: { tokenDelayMs: 40 } });
+  // The first health probes would show up in the upstreams' call logs.
+  await s.t.probed;
 });
 afterAll(async () => {
   await s.stop();

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { rawHttp } from "./helpers.ts";
 import { type ComfySim, type OllamaSim, startComfySim, startOllamaSim } from "../../../src/sim/index.ts";
 
 const MAIN = join(import.meta.dir, "../../../src/main.ts");
@@ -118,6 +119,29 @@ describe("bun src/main.ts", () => {
       expect(stderr).toContain("shutting down");
       expect(stderr).toContain("stopped");
       expect(stderr).not.toContain("comfy listener");
+    } finally {
+      await p.kill();
+    }
+  });
+
+  test("client mistakes at the front door: 4xx answers, and nothing in the log at the default level", async () => {
+    const p = await startMain({ OLLAMA_URL: ollama.url, LISTEN_OLLAMA: "127.0.0.1:0" });
+    try {
+      const base = p.url("ollama");
+      const before = p.stderr();
+      const statuses: number[] = [];
+      for (const head of ["GET /api/tags HTTP/1.0\r\n", "GET /api/tags HTTP/1.1\r\nHost: a b\r\n", "GET /api/tags HTTP/1.1\r\nHost: [zz]\r\n", "GET /api/tags HTTP/1.1\r\nHost: x:99999\r\n"]) {
+        statuses.push((await rawHttp(base, `${head}Connection: close\r\n\r\n`)).status);
+      }
+      statuses.push((await rawHttp(base, "GET /healthz HTTP/1.0\r\n\r\n")).status);
+      statuses.push((await rawHttp(base, "POST /api/%zzat HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")).status);
+      statuses.push((await rawHttp(base, "GET /api/tags HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")).status);
+      expect(statuses).toEqual([400, 400, 400, 400, 200, 400, 403]);
+      const { code, stderr } = await p.stop();
+      expect(code).toBe(0);
+      // No stack trace, no TypeError: between "ready" and "shutting down" it said nothing.
+      expect(stderr.slice(before.length)).not.toContain("Error");
+      expect(stderr.slice(before.length).split("\n").filter((l) => l && !/shutting down|stopped/.test(l))).toEqual([]);
     } finally {
       await p.kill();
     }
