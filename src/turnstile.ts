@@ -60,6 +60,15 @@ export class BindError extends Error {
   override name = "BindError";
 }
 
+/** `bind()`, with a failure turned into a BindError for the `key` setting and its `listen` value. */
+function bindOrSay<T>(key: string, listen: string, bind: () => T): T {
+  try {
+    return bind();
+  } catch (err) {
+    throw bindError(key, listen, err);
+  }
+}
+
 function bindError(key: string, listen: string, err: unknown): BindError {
   const where = `${key} ${listen.trim()}`;
   switch ((err as { code?: unknown } | null)?.code) {
@@ -151,24 +160,19 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const upstream = new URL(upstreamUrl);
     const hostAllowed = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
     const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
-    let server: ReturnType<typeof startListener>;
-    try {
-      server = startListener({
-        name,
-        hostname: addr.hostname,
-        port: addr.port,
-        upstream,
-        app,
-        wsConnectTimeoutMs: config.probeTimeoutMs,
-        onWebsocket: (r) => {
-          metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
-          if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
-          else log.info(`websocket ${r.path} relayed`);
-        },
-      });
-    } catch (err) {
-      throw bindError(key, listen, err);
-    }
+    const server = bindOrSay(key, listen, () => startListener({
+      name,
+      hostname: addr.hostname,
+      port: addr.port,
+      upstream,
+      app,
+      wsConnectTimeoutMs: config.probeTimeoutMs,
+      onWebsocket: (r) => {
+        metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
+        if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
+        else log.info(`websocket ${r.path} relayed`);
+      },
+    }));
     servers.push({ name, server });
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
