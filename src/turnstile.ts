@@ -88,6 +88,9 @@ function machineAddresses(): string[] {
   return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
 }
 
+/** Distinct refused Hosts that are logged; the rest are only counted (403 in the request metrics). */
+const MAX_HOST_WARNINGS = 20;
+
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
 
@@ -153,12 +156,23 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   };
 
   const allowedHosts = parseAllowedHosts(config.allowedHosts);
+  // Said once per Host (and not without end: a rebinding page can make up names), so an operator
+  // who reaches a loopback listener under a new name sees why at the default level.
+  const warnedHosts = new Set<string>();
+  const refusedHost = (name: Listener, host: string): false => {
+    if (warnedHosts.size < MAX_HOST_WARNINGS && !warnedHosts.has(host)) {
+      warnedHosts.add(host);
+      log.warn(`${name} listener refused Host ${JSON.stringify(host)}: not a local name (DNS-rebinding guard); list it in ALLOWED_HOSTS to allow it`);
+    }
+    return false;
+  };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
     const addr = parseListen(listen);
     const upstream = new URL(upstreamUrl);
-    const hostAllowed = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
+    const guard = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
+    const hostAllowed = (host: string) => guard(host) || refusedHost(name, host);
     const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
     const server = bindOrSay(key, listen, () => startListener({
       name,

@@ -34,6 +34,9 @@ describe.each(BAD_HOSTS)("%s", (_what, hostLines, version) => {
       const health = await rawHttp(base, get("/healthz", hostLines, version));
       expect(health.status).toBe(200);
       expect(JSON.parse(health.body)).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
+      const head = await rawHttp(base, `HEAD /healthz ${version}\r\n${hostLines}Connection: close\r\n\r\n`);
+      expect(head.status).toBe(200);
+      expect(head.body).toBe("");
       const metrics = await rawHttp(base, get("/metrics", hostLines, version));
       expect(metrics.status).toBe(200);
       expect(metrics.body).toContain("gpu_turnstile_");

@@ -59,6 +59,10 @@ describe("DNS rebinding, on a turnstile bound to 127.0.0.1", () => {
     expect(s.pair.ollama.calls).toEqual([]);
     expect(s.pair.ollama.loadedModels()).toEqual([]);
     expect(s.t.lock.state).toBe("idle");
+    // The operator is told once, at warn, which Host was refused and what to do about it.
+    expect(s.t.logLines.filter((l) => l.includes("refused Host"))).toEqual([
+      expect.stringMatching(new RegExp(`WARN.*ollama listener refused Host "${host}": .*ALLOWED_HOSTS`)),
+    ]);
   });
 
   test("the same on the ComfyUI listener: HTTP, /prompt and the websocket are refused, no job, no socket", async () => {
