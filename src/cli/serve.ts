@@ -10,7 +10,7 @@ import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
 import type { ServiceHost } from "../service/index.ts";
-import { startTurnstile, type Turnstile } from "../turnstile.ts";
+import { BindError, startTurnstile, type Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 
 export interface ServeOptions {
@@ -146,15 +146,17 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   // A valid config, double-clicked: say that closing the window stops it, and how to install the service.
   if (process.platform === "win32" && isCompiled() && host?.kind !== "windows-service") await explainToExplorer(null, opts.configPath);
   const notice = lifecycleLogger(l, env);
-  logStartup(l, notice);
   const { config, log } = l;
   let turnstile: Turnstile;
   try {
     turnstile = startTurnstile({ config, log, version: VERSION });
   } catch (err) {
-    log.error(`cannot listen: ${err instanceof Error ? err.message : String(err)}`);
-    process.exit(1);
+    if (!(err instanceof BindError)) throw err;
+    // One line and exit, before any banner: a double-started instance must be plain to see.
+    if (config.logFile) log.error(err.message);
+    return fatal(opts, [err.message]);
   }
+  logStartup(l, notice);
   host?.ready();
   if (host && host.kind !== "console") {
     // What `systemctl status` shows. Busy chat traffic flips idle <-> llm thousands of times a

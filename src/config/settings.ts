@@ -67,6 +67,16 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Listener for ComfyUI clients (same forms as LISTEN_OLLAMA).",
   },
   {
+    key: "ALLOWED_HOSTS",
+    field: "allowedHosts",
+    default: "",
+    defaultDoc: "_(empty = local names only)_",
+    kind: "string",
+    pattern: /^\s*(\*|(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?)(\s*,\s*(\*|(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?))*\s*$/,
+    expected: 'comma-separated host names, "*.suffix" wildcards or addresses, or "*"',
+    doc: 'More Host names a loopback-bound listener answers (DNS-rebinding guard, as Ollama\'s): e.g. "gpu.lan,*.home.arpa"; "*" = any. A listener on all interfaces answers any Host.',
+  },
+  {
     key: "OLLAMA_URL",
     field: "ollamaUrl",
     default: "",

@@ -10,7 +10,8 @@ import { redactCredentials } from "../config/redact.ts";
 import type { ImageJobDeps } from "../jobs/image-job.ts";
 import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
-import { dialectFor, errorResponse } from "./dialect.ts";
+import { dialectFor, errorResponse, type ErrorReply } from "./dialect.ts";
+import { admit, requestPath } from "./front-door.ts";
 import { forward, relayResponse, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "./forward.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
@@ -52,6 +53,8 @@ export interface ListenerAppDeps {
   imageJob?: ImageJobDeps;
   /** A watcher per LLM request, fed its body as it is sent (the blind unload's model memory). */
   watchLlmBody?: () => (chunk: Uint8Array) => void;
+  /** The listener's DNS-rebinding guard (host-guard.ts): may a request with this Host pass. */
+  hostAllowed: (host: string) => boolean;
 }
 
 /** Status written to the request log when the client went away before an answer (nginx's 499). */
@@ -62,8 +65,12 @@ export type AppEnv = { Bindings: { clientIp: string | undefined } };
 export interface ListenerApp {
   /** The whole listener as a Hono app: /healthz, /metrics, and everything else to `proxy`. */
   app: Hono<AppEnv>;
-  /** The proxy route alone: classify → gate → forward. Never throws. */
+  /** The proxy route alone: admit → classify → gate → forward. Never throws. */
   proxy(req: Request, clientIp: string | undefined): Promise<Response>;
+  /** GET or HEAD of an INTERNAL_PATHS path, answered whatever the Host (an `nc` or HTTP/1.0 check sends none). */
+  internal(req: Request, clientIp: string | undefined): Response | Promise<Response>;
+  /** The front-door checks for a request that `proxy` does not see (a websocket upgrade): its URL, or the refusal to send. */
+  admit(req: Request, cls: RequestClass): URL | Response;
 }
 
 /** The two paths the turnstile answers itself; everything else belongs to the upstream. */
@@ -85,9 +92,19 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     return c.body(m.text, 200, { "content-type": m.contentType });
   });
 
+  /** A request refused at the door: counted and logged like any other, answered in its dialect. */
+  const refused = (req: Request, cls: RequestClass, reply: ErrorReply): Response => {
+    const info = { listener, method: req.method, path: requestPath(req.url), class: cls };
+    observer.start(info);
+    observer.end({ ...info, status: reply.status, durationMs: 0 });
+    return errorResponse(dialectFor(listener, info.path), reply);
+  };
+
   const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
-    const url = new URL(req.url);
-    const cls = classify(listener, req.method, url.pathname);
+    const door = admit(req, deps.hostAllowed);
+    if (!door.ok) return refused(req, "pass", door.reply);
+    const { url } = door;
+    const cls = classify(listener, req.method, door.routed);
     const t0 = performance.now();
     const info = { listener, method: req.method, path: url.pathname, class: cls };
     observer.start(info);
@@ -104,8 +121,20 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     return res;
   };
   app.all("*", (c) => proxy(c.req.raw, c.env.clientIp));
-  app.onError((err, c) => internalError(deps, c.req.raw, new URL(c.req.url).pathname, err));
-  return { app, proxy };
+  app.onError((err, c) => internalError(deps, c.req.raw, requestPath(c.req.url), err));
+  return {
+    app,
+    proxy,
+    internal(req, clientIp) {
+      // Hono reads the path from an absolute URL; Bun gives a relative one when the Host is missing or unusable.
+      const r = req.url.charCodeAt(0) === 47 /* "/" */ ? new Request(`http://localhost${req.url}`, { method: req.method, headers: req.headers }) : req;
+      return app.fetch(r, { clientIp });
+    },
+    admit(req, cls) {
+      const door = admit(req, deps.hostAllowed);
+      return door.ok ? door.url : refused(req, cls, door.reply);
+    },
+  };
 }
 
 function internalError(deps: ListenerAppDeps, req: Request, path: string, err: unknown): Response {

@@ -348,6 +348,7 @@ describe("describeConfig", () => {
     expect(describeConfig(config)).toEqual([
       "LISTEN_OLLAMA=:11434",
       "LISTEN_COMFY=:8188",
+      "ALLOWED_HOSTS=",
       "OLLAMA_URL=http://***@127.0.0.1:11435",
       "COMFY_URL=",
       "UNLOAD_TIMEOUT=1m30s",
@@ -409,5 +410,16 @@ describe("describeConfig", () => {
     const again = load({ files: { [BESIDE]: `${describeConfig(config).join("\n")}\n` } });
     expect(again.config).toEqual(config);
     expect(again.warnings).toEqual([]);
+  });
+});
+
+describe("ALLOWED_HOSTS", () => {
+  test.each(["gpu.lan", "gpu.lan, *.home.arpa", "*", "GPU.lan,10.0.0.7,[fd00::7],fd00::8", "my_host"])("accepts %s", (v) => {
+    expect(load({ env: { ALLOWED_HOSTS: v, OLLAMA_URL: "http://127.0.0.1:11435" } }).config.allowedHosts).toBe(v);
+  });
+
+  test.each(["gpu.lan:11434", "http://gpu.lan", "*gpu.lan", "gpu.lan,,x", "a b", "*.", "gpu.lan/"])("refuses %s, naming the key", (v) => {
+    const e = configError(() => load({ env: { ALLOWED_HOSTS: v, OLLAMA_URL: "http://127.0.0.1:11435" } }));
+    expect(e.message).toContain("ALLOWED_HOSTS: expected comma-separated host names");
   });
 });
