@@ -82,6 +82,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     backoffMaxMs: config.backoffMaxMs,
     retryBodyLimit: config.retryBodyLimit,
     max5xxRetries: MAX_5XX_RETRIES,
+    retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
   const common = {
     lock,

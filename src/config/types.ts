@@ -13,6 +13,8 @@ export interface Config {
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
   llmWaitTimeoutMs: number;
+  /** 0 = no limit */
+  llmIdleTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
   busyRetryAfterS: number;
@@ -30,6 +32,7 @@ export interface Config {
   shutdownTimeoutMs: number;
   backoffInitialMs: number;
   backoffMaxMs: number;
+  upstreamRetryTimeoutMs: number;
   promptCaptureLimit: number;
   retryBodyLimit: number;
   autoUpdate: boolean;

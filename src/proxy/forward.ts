@@ -5,6 +5,7 @@
  * hold (a lock lease) taken per attempt so a request that is sleeping in backoff never keeps the
  * GPU from anyone else.
  */
+import { formatDuration } from "../config/duration.ts";
 import { backoffDelays, sleep } from "./backoff.ts";
 import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
 import { joinUrl } from "../upstream/http.ts";
@@ -23,6 +24,8 @@ export interface RetryPolicy {
   retryBodyLimit: number;
   /** 5xx answers to idempotent requests are retried at most this many times, then passed back. */
   max5xxRetries: number;
+  /** An upstream that keeps refusing connections is given up on this long after the first refusal. */
+  retryTimeoutMs: number;
 }
 
 export interface RetryNotice {
@@ -83,6 +86,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();
   const replay5xx = IDEMPOTENT.has(req.method) && body.buffered;
   let retries5xx = 0;
+  let giveUpAt: number | undefined;
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
   const pool = opts.upstream.protocol === "http:" ? poolFor(opts.upstream) : undefined;
@@ -108,7 +112,11 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
       if (signal.aborted) throw signal.reason;
       const reason = describeFetchError(err);
       if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
-      const delayMs = nextDelay();
+      const now = performance.now();
+      giveUpAt ??= now + retry.retryTimeoutMs;
+      if (now >= giveUpAt) return { ok: false, reason: `${reason}; gave up after UPSTREAM_RETRY_TIMEOUT (${formatDuration(retry.retryTimeoutMs)})` };
+      // The last wait ends at the deadline, so the client hears within UPSTREAM_RETRY_TIMEOUT.
+      const delayMs = Math.min(nextDelay(), Math.ceil(giveUpAt - now));
       opts.onRetry?.({ attempt, delayMs, reason });
       await sleep(delayMs, signal);
       continue;
