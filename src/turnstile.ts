@@ -17,6 +17,7 @@ import { OllamaClient } from "./ollama/client.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./proxy/forward.ts";
+import { IdleTicker } from "./proxy/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { startHealthMonitor, type HealthMonitor } from "./upstream/health.ts";
 
@@ -94,6 +95,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       retryAfterS: config.busyRetryAfterS,
     },
     observer: requestObserver(log, metrics),
+    idle: config.llmIdleTimeoutMs > 0 ? new IdleTicker(config.llmIdleTimeoutMs) : undefined,
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream">;

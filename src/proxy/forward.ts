@@ -10,7 +10,8 @@ import { backoffDelays, sleep } from "./backoff.ts";
 import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
 import { joinUrl } from "../upstream/http.ts";
 import { prepareBody } from "./request-body.ts";
-import { onPooledBodyEnd, poolFor, type PoolRequest } from "../upstream/h1-pool.ts";
+import { onPooledBodyEnd, poolFor, type Activity, type BodyEnd, type PoolRequest } from "../upstream/h1-pool.ts";
+import { IdleTimeoutError, type IdleWatch } from "./idle-watch.ts";
 import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
 
 export interface Hold {
@@ -51,6 +52,11 @@ export interface ForwardOptions {
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
+  /**
+   * An LLM exchange's idle watch: it sees the bytes move, its signal cuts the upstream request,
+   * and when it fired before the answer started, forward() rejects with IdleTimeoutError.
+   */
+  watch?: IdleWatch;
 }
 
 export type ForwardResult =
@@ -74,13 +80,15 @@ export function targetUrl(upstream: URL, incoming: URL): string {
 
 /**
  * Forward `req`. Resolves with the upstream's response (its body not yet read) or with a reason
- * the upstream could not be reached; rejects only with the client's abort reason.
+ * the upstream could not be reached; rejects only with the client's abort reason (or, with a
+ * `watch`, an IdleTimeoutError).
  */
 export async function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
   const { signal, retry } = opts;
   const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
-  const body = await prepareBody(req, retry.retryBodyLimit);
+  const { watch } = opts;
+  const body = await prepareBody(req, retry.retryBodyLimit, watch);
   // Made on the first retry only: almost every request never needs one.
   let delays: (() => number) | undefined;
   const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();
@@ -101,15 +109,24 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
         body: body.next(),
         redirect: "manual",
         decompress: false,
-        signal: opts.fetchSignal?.() ?? signal,
+        signal: opts.fetchSignal?.() ?? watch?.signal ?? signal,
         duplex: "half",
       };
       res = pool
-        ? await pool.request({ method: req.method, target: url.slice(opts.upstream.origin.length), headers, body: init.body as PoolRequest["body"], signal: init.signal! })
+        ? await pool.request({
+            method: req.method,
+            target: url.slice(opts.upstream.origin.length),
+            headers,
+            body: init.body as PoolRequest["body"],
+            signal: init.signal!,
+            activity: watch,
+          })
         : await fetch(url, init);
+      if (watch) watch.moved = true;
     } catch (err) {
       hold?.release();
       if (signal.aborted) throw signal.reason;
+      if (watch?.reason) throw new IdleTimeoutError(watch.reason);
       const reason = describeFetchError(err);
       if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
       const now = performance.now();
@@ -151,15 +168,25 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
 
 /**
  * Run `done` once when the response's body has been handed to the client in full, has failed,
- * or the client went away (its `signal`), and return the response to send. `done` must be
- * idempotent: more than one of those may fire. A pooled upstream answer says so itself; a fetch
- * body (https upstreams) is watched through a JavaScript stream.
+ * or the client went away (its `signal`), and return the response to send. A pooled upstream
+ * answer says so itself; any other body is watched through a JavaScript stream. `watch` (an LLM
+ * exchange's idle watch) sees the bytes move and, when it fires, cuts the body.
  */
-export function whenBodyDone(res: Response, signal: AbortSignal, done: () => void): Response {
+export function whenBodyDone(res: Response, signal: AbortSignal, done: (end: BodyEnd) => void, watch?: IdleWatch): Response {
   if (onPooledBodyEnd(res, done)) return relayResponse(res);
+  if (res.body === null) {
+    done({ bytes: 0 });
+    return relayResponse(res);
+  }
   // Bun cancels the body when the client leaves; the signal is the second line of defence.
-  signal.addEventListener("abort", done, { once: true });
-  return relayResponse(res, onBodyDone(res.body, done));
+  return relayResponse(res, onBodyDone(res.body, done, { activity: watch, signal: watch?.signal ?? signal }));
+}
+
+export interface BodyWatch {
+  /** Told of every piece read and every write the client took. */
+  activity?: Activity;
+  /** Cuts the body (towards the client too) when it aborts: the client left, or an idle watch fired. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -168,53 +195,89 @@ export function whenBodyDone(res: Response, signal: AbortSignal, done: () => voi
  */
 export function onBodyDone(
   body: ReadableStream<Uint8Array> | null,
-  done: () => void,
+  done: (end: BodyEnd) => void,
+  opts: BodyWatch = {},
 ): ReadableStream<Uint8Array> | null {
   let called = false;
-  const finish = () => {
-    if (!called) {
-      called = true;
-      done();
-    }
+  let bytes = 0;
+  const finish = (cut?: BodyEnd["cut"]) => {
+    if (called) return;
+    called = true;
+    opts.signal?.removeEventListener("abort", onAbort);
+    done(cut ? { bytes, cut } : { bytes });
   };
   if (body === null) {
     finish();
     return null;
   }
   const reader = body.getReader();
+  const activity = opts.activity;
+  let sink: DirectController | undefined;
+  // A client that does not read leaves a write pending for ever: the abort cuts it from outside.
+  const onAbort = () => {
+    const reason = opts.signal!.reason;
+    finish({ by: "signal", reason: describe(reason) });
+    reader.cancel(reason).catch(() => {});
+    try {
+      sink?.close(reason);
+    } catch {
+      // Already closed.
+    }
+  };
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
   // Bun's "direct" stream writes straight to the socket: no queue of its own, so it adds far
   // less per open stream than a pull-based wrapper (measured in bench/ with 1,000 open streams).
   const source: DirectSource = {
     type: "direct",
     async pull(c) {
+      sink = c;
       try {
         for (;;) {
           const r = await reader.read();
           if (r.done) break;
+          bytes += r.value.length;
+          if (activity) activity.moved = true;
           // A promise from write means the client is behind: wait for it before reading more.
           const w = c.write(r.value);
-          if (w instanceof Promise) await w;
+          if (w instanceof Promise) {
+            if (activity) activity.clientBlocked = true;
+            await w;
+            if (activity) {
+              activity.clientBlocked = false;
+              activity.moved = true;
+            }
+          }
           // Each upstream chunk goes out at once: an NDJSON line or SSE event must not wait.
           await c.flush();
         }
         finish();
         c.close();
       } catch (err) {
-        finish();
+        finish({ by: opts.signal?.aborted ? "signal" : "upstream", reason: describe(err) });
         c.close(err);
       }
     },
     cancel(reason) {
-      finish();
+      finish({ by: "client", reason: "the client went away" });
       return reader.cancel(reason);
     },
   };
   return new ReadableStream<Uint8Array>(source as unknown as UnderlyingDefaultSource<Uint8Array>);
 }
 
-/** Bun's direct ReadableStream source (not in the DOM typings). */
+function describe(reason: unknown): string {
+  return reason instanceof Error ? reason.message : String(reason);
+}
+
+/** Bun's direct ReadableStream source and controller (not in the DOM typings). */
 interface DirectSource {
   type: "direct";
-  pull(c: { write(chunk: Uint8Array): number | Promise<number>; flush(): number | Promise<number>; close(err?: unknown): void }): Promise<void>;
+  pull(c: DirectController): Promise<void>;
   cancel(reason: unknown): Promise<void>;
+}
+
+interface DirectController {
+  write(chunk: Uint8Array): number | Promise<number>;
+  flush(): number | Promise<number>;
+  close(err?: unknown): void;
 }

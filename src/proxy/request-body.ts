@@ -6,6 +6,8 @@
  * connection failure as long as the failed attempt never read a byte of it — the wrapper has a
  * high-water mark of 0, so fetch pulls only once it has a connection to write to.
  */
+import type { IdleWatch } from "./idle-watch.ts";
+
 export interface ReplayableBody {
   /** The body for the next attempt, or undefined when this request has none. */
   next(): BodyInit | undefined;
@@ -17,7 +19,8 @@ export interface ReplayableBody {
 
 const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
 
-export async function prepareBody(req: Request, bufferLimit: number): Promise<ReplayableBody> {
+/** `watch` (an LLM exchange's idle watch) sees each piece of a streamed body, and its end. */
+export async function prepareBody(req: Request, bufferLimit: number, watch?: IdleWatch): Promise<ReplayableBody> {
   if (req.method === "GET" || req.method === "HEAD") return NO_BODY;
   const declared = Number(req.headers.get("content-length") ?? NaN);
   // Read before touching req.body: that getter alone makes a JavaScript stream for the body.
@@ -27,12 +30,13 @@ export async function prepareBody(req: Request, bufferLimit: number): Promise<Re
     return { next: () => bytes, replayable: true, buffered: true };
   }
   if (req.body === null) return NO_BODY;
-  return streamingBody(req.body);
+  return streamingBody(req.body, watch);
 }
 
-function streamingBody(source: ReadableStream<Uint8Array>): ReplayableBody {
+function streamingBody(source: ReadableStream<Uint8Array>, watch: IdleWatch | undefined): ReplayableBody {
   const reader = source.getReader();
   let touched = false;
+  if (watch) watch.stage = "request";
   return {
     get replayable() {
       return !touched;
@@ -44,6 +48,10 @@ function streamingBody(source: ReadableStream<Uint8Array>): ReplayableBody {
           async pull(c) {
             touched = true;
             const { done, value } = await reader.read();
+            if (watch) {
+              watch.moved = true;
+              if (done) watch.stage = "waiting";
+            }
             if (done) c.close();
             else c.enqueue(value);
           },

@@ -23,7 +23,31 @@ export interface PoolRequest {
   /** Bytes are sent with a Content-Length; a stream with the client's Content-Length, else chunked. */
   body: Uint8Array | ReadableStream<Uint8Array> | undefined;
   signal: AbortSignal;
+  /** Told of every byte from the upstream and every write the client took (an LLM exchange's idle watch). */
+  activity?: Activity;
 }
+
+/** What a watcher of an exchange's bytes sees (proxy/idle-watch.ts). */
+export interface Activity {
+  /** Set whenever a byte moved; the watcher clears it. */
+  moved: boolean;
+  /** True while a write towards the client waits for the client to read. */
+  clientBlocked: boolean;
+}
+
+/** How a response body ended. */
+export interface BodyEnd {
+  /** Body bytes handed to the client's connection. */
+  bytes: number;
+  /**
+   * Set when the body did not end as the upstream framed it: the upstream broke it off, the client
+   * left, or a signal (the client's, an idle or job timeout) cut the upstream request.
+   */
+  cut?: { by: "upstream" | "client" | "signal"; reason: string };
+}
+
+/** Shared by exchanges nobody watches: stores into it cost the same and mean nothing. */
+const UNWATCHED: Activity = { moved: false, clientBlocked: false };
 
 /** A failure talking to the upstream; `code` says which kind (upstream-errors.ts sorts them). */
 export class UpstreamError extends Error {
@@ -61,22 +85,23 @@ export function poolFor(upstream: URL): Pool {
 
 /** Exchanges whose response body is still streaming, by the Response handed out. */
 const open = new WeakMap<Response, Exchange>();
-/** Responses handed out whole (collected, or without a body). */
-const pooled = new WeakSet<Response>();
+/** Responses handed out whole (collected, or without a body), with their body's size. */
+const pooled = new WeakMap<Response, number>();
 
 /**
  * Run `done` once when the body of `res` has been handed to the client in full, has failed, or
  * the client went away. False when `res` did not come from a pool (the caller must watch its body
  * itself). A response that came whole (collected, or without a body) is done at once.
  */
-export function onPooledBodyEnd(res: Response, done: () => void): boolean {
+export function onPooledBodyEnd(res: Response, done: (end: BodyEnd) => void): boolean {
   const ex = open.get(res);
   if (ex) {
     ex.whenDone(done);
     return true;
   }
-  if (!pooled.has(res)) return false;
-  done();
+  const bytes = pooled.get(res);
+  if (bytes === undefined) return false;
+  done({ bytes });
   return true;
 }
 
@@ -192,7 +217,7 @@ class Conn implements ResponseSink {
   constructor(readonly pool: Pool) {}
 
   exchange(r: PoolRequest): Promise<Response> {
-    const ex = new Exchange(this, r.signal);
+    const ex = new Exchange(this, r.signal, r.activity ?? UNWATCHED);
     this.ex = ex;
     this.reader.expect(r.method === "HEAD");
     ex.send(r);
@@ -215,6 +240,7 @@ class Conn implements ResponseSink {
     // Bytes on an idle connection answer nothing we asked: its framing can no longer be trusted.
     if (!ex) return this.terminate();
     ex.gotBytes = true;
+    ex.activity.moved = true;
     try {
       this.reader.feed(bytes);
     } catch (err) {
@@ -321,7 +347,10 @@ class Exchange {
   private ended = false;
   private error: Error | null = null;
   private endPull: (() => void) | null = null;
-  private doneCallbacks: (() => void) | null = null;
+  private doneCallbacks: ((end: BodyEnd) => void) | null = null;
+  /** Body bytes handed to the client, and why the body ended early (if it did). */
+  private bytesOut = 0;
+  private cut: BodyEnd["cut"];
   private over = false;
   private requestSent = false;
   private readonly onAbort = () => this.abort();
@@ -332,6 +361,7 @@ class Exchange {
   constructor(
     private readonly conn: Conn,
     signal: AbortSignal,
+    readonly activity: Activity,
   ) {
     this.signal = signal;
     this.response = new Promise<Response>((res, rej) => {
@@ -449,6 +479,7 @@ class Exchange {
       this.reject(stale ? new StaleConnection(err) : err);
     } else if (!this.ended) {
       this.error = err;
+      this.cut = { by: "upstream", reason: err.message };
       if (this.ctl) this.closeBody();
     }
     this.finish(false);
@@ -463,6 +494,7 @@ class Exchange {
       this.reject(reason);
     } else if (!this.ended) {
       this.error = reason instanceof Error ? reason : new Error(String(reason));
+      this.cut = { by: "signal", reason: this.error.message };
       if (this.ctl) this.closeBody();
     }
     this.finish(false);
@@ -483,17 +515,23 @@ class Exchange {
 
   /** The client went away mid-body. */
   cancelBody(): void {
+    if (!this.over && !this.ended) this.cut = { by: "client", reason: "the client went away" };
     this.finish(false);
   }
 
-  whenDone(cb: () => void): void {
-    if (this.over) return cb();
+  whenDone(cb: (end: BodyEnd) => void): void {
+    if (this.over) return cb(this.bodyEnd());
     const prev = this.doneCallbacks;
-    this.doneCallbacks = prev ? () => (prev(), cb()) : cb;
+    this.doneCallbacks = prev ? (e) => (prev(e), cb(e)) : cb;
+  }
+
+  private bodyEnd(): BodyEnd {
+    return this.cut ? { bytes: this.bytesOut, cut: this.cut } : { bytes: this.bytesOut };
   }
 
   private deliver(bytes: Uint8Array): void {
     const ctl = this.ctl!;
+    this.bytesOut += bytes.length;
     // Each piece goes out at once (an NDJSON line or SSE event must not wait). When the client is
     // slower than the upstream, Bun's sink answers the write with a promise: the upstream socket
     // is not read until it settles, so TCP pushes back instead of memory filling up.
@@ -502,8 +540,14 @@ class Exchange {
     const wait = w instanceof Promise ? w : f instanceof Promise ? f : undefined;
     if (wait) {
       this.conn.socket.pause();
+      const activity = this.activity;
+      activity.clientBlocked = true;
       wait.then(
-        () => this.conn.closed || this.conn.socket.resume(),
+        () => {
+          activity.clientBlocked = false;
+          activity.moved = true;
+          if (!this.conn.closed) this.conn.socket.resume();
+        },
         () => this.cancelBody(),
       );
     }
@@ -535,7 +579,7 @@ class Exchange {
       this.conn.terminate();
       return undefined;
     }
-    if (!(body instanceof ReadableStream)) pooled.add(res);
+    if (!(body instanceof ReadableStream)) pooled.set(res, body === null ? 0 : (body as Uint8Array).length);
     this.resolve(res);
     return res;
   }
@@ -547,7 +591,7 @@ class Exchange {
     this.conn.finished(this, reusable);
     const cbs = this.doneCallbacks;
     this.doneCallbacks = null;
-    cbs?.();
+    cbs?.(this.bodyEnd());
   }
 }
 
