@@ -2,8 +2,8 @@
  * LLM_IDLE_TIMEOUT: an LLM exchange in which no byte moves — none of the request body from the
  * client, none from the upstream, none taken by the client — for that long is ended, and its GPU
  * slot comes back at once. Whoever moves a byte sets `moved`; one shared ticker looks at every
- * watched exchange ten times per timeout. A busy stream thus costs a field store per piece and no
- * timer of its own (this is the hot path: CPU per request is benchmarked).
+ * watched exchange ten times per timeout (at most every 5 s). A busy stream thus costs a field
+ * store per piece and no timer of its own (this is the hot path: CPU per request is benchmarked).
  */
 import type { Activity } from "../upstream/h1-pool.ts";
 
