@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import type { Socket } from "bun";
+import { formatBytes } from "../../../src/observe/request-log.ts";
 import { sampleValue } from "../../support/prom-parse.ts";
 import { health, postJson, scrape, type Stack, startImageJob, startStack, until } from "./helpers.ts";
 
@@ -142,6 +143,10 @@ describe("LLM_IDLE_TIMEOUT=1s", () => {
     const json = (await res.json()) as { error: { type: string; message: string } };
     expect(json.error.type).toBe("upstream_timeout");
     expect(json.error.message).toContain("Ollama sent no answer for LLM_IDLE_TIMEOUT (1s)");
+    // The request log has the answer the turnstile made, with its size.
+    const size = Buffer.byteLength(JSON.stringify(json));
+    await until(() => s.t.logLines.some((l) => l.includes(`<-- 504 POST /v1/chat/completions`)), "the <-- line");
+    expect(s.t.logLines.find((l) => l.includes("<-- 504 POST /v1/chat/completions"))).toContain(` ${formatBytes(size)} `);
     await slotReleased();
     expect(await aborted("no_answer")).toBe(1);
     expect(warned("no_answer")).toHaveLength(1);
