@@ -158,7 +158,7 @@ async function proxyPass(req: Request, url: URL, clientIp: string | undefined, d
  */
 async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
-  const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname, req.signal);
+  const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
   const admit = () => admitLLM(deps.lock, deps.busy, req.signal);
   let result;
   try {
@@ -190,9 +190,9 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
 }
 
 /** The exchange's idle watch, made outside proxyLLM's scope so the open stream does not keep the request alive. */
-function watchIdle(ticker: IdleTicker, deps: ListenerAppDeps, method: string, path: string, signal: AbortSignal): IdleWatch {
+function watchIdle(ticker: IdleTicker, deps: ListenerAppDeps, method: string, path: string): IdleWatch {
   const { observer, listener } = deps;
-  return ticker.watch(signal, (reason) => observer.idle(listener, { method, path, reason, timeoutMs: ticker.timeoutMs }));
+  return ticker.watch((reason) => observer.idle(listener, { method, path, reason, timeoutMs: ticker.timeoutMs }));
 }
 
 /** 408 when the client's body stalled (RFC 9110 §15.5.9), 504 when the upstream never answered. */

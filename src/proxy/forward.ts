@@ -53,8 +53,8 @@ export interface ForwardOptions {
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
   /**
-   * An LLM exchange's idle watch: it sees the bytes move, its signal cuts the upstream request,
-   * and when it fired before the answer started, forward() rejects with IdleTimeoutError.
+   * An LLM exchange's idle watch: it sees the bytes move, it cuts the upstream request when it
+   * fires, and when that was before the answer started, forward() rejects with IdleTimeoutError.
    */
   watch?: IdleWatch;
 }
@@ -109,7 +109,8 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
         body: body.next(),
         redirect: "manual",
         decompress: false,
-        signal: opts.fetchSignal?.() ?? watch?.signal ?? signal,
+        // The pooled client is stopped by the watch itself; fetch only listens to a signal.
+        signal: opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal),
         duplex: "half",
       };
       res = pool
@@ -179,7 +180,7 @@ export function whenBodyDone(res: Response, signal: AbortSignal, done: (end: Bod
     return relayResponse(res);
   }
   // Bun cancels the body when the client leaves; the signal is the second line of defence.
-  return relayResponse(res, onBodyDone(res.body, done, { activity: watch, signal: watch?.signal ?? signal }));
+  return relayResponse(res, onBodyDone(res.body, done, { activity: watch, signal: watch?.signalWith(signal) ?? signal }));
 }
 
 export interface BodyWatch {

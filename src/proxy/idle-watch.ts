@@ -5,7 +5,7 @@
  * watched exchange ten times per timeout (at most every 5 s). A busy stream thus costs a field
  * store per piece and no timer of its own (this is the hot path: CPU per request is benchmarked).
  */
-import type { Activity } from "../upstream/h1-pool.ts";
+import type { Activity, Stoppable } from "../upstream/h1-pool.ts";
 
 /** Why a quiet exchange was ended; decides the answer and labels `gpu_turnstile_llm_aborted_total`. */
 export type IdleReason = "request_body" | "no_answer" | "upstream_stalled" | "client_not_reading";
@@ -25,18 +25,32 @@ export class IdleWatch implements Activity {
   stage: "request" | "waiting" | "response" = "waiting";
   /** Set when the watch fired. */
   reason: IdleReason | undefined;
-  /** Aborts the upstream request: when the client leaves, or when the watch fires. */
-  readonly signal: AbortSignal;
   quietTicks = 0;
-  private readonly ac = new AbortController();
   private hold: { release(): void } | undefined;
+  private running: Stoppable | undefined;
+  // Made only for the fetch path: an AbortSignal per exchange costs memory every open stream pays.
+  private ac: AbortController | undefined;
+  private combined: AbortSignal | undefined;
 
   constructor(
     private readonly ticker: IdleTicker,
-    clientSignal: AbortSignal,
     private readonly onFire: (reason: IdleReason) => void,
-  ) {
-    this.signal = AbortSignal.any([clientSignal, this.ac.signal]);
+  ) {}
+
+  /** The pooled exchange carrying the request (h1-pool.ts sets it); stopped when the watch fires, at once if it has. */
+  set stopper(s: Stoppable | undefined) {
+    this.running = s;
+    if (s && this.reason) s.stop(new IdleTimeoutError(this.reason));
+  }
+
+  /** A signal that aborts when `client` does or the watch fires (for fetch, which only takes a signal). */
+  signalWith(client: AbortSignal): AbortSignal {
+    if (!this.combined) {
+      this.ac = new AbortController();
+      if (this.reason) this.ac.abort(new IdleTimeoutError(this.reason));
+      this.combined = AbortSignal.any([client, this.ac.signal]);
+    }
+    return this.combined;
   }
 
   /** Watch the exchange while `hold` (its GPU slot) is held; the returned hold stops watching on release. */
@@ -63,7 +77,9 @@ export class IdleWatch implements Activity {
     // The slot first: whatever the abort below sets in motion, the GPU is free now.
     this.release();
     this.onFire(reason);
-    this.ac.abort(new IdleTimeoutError(reason));
+    const err = new IdleTimeoutError(reason);
+    this.running?.stop(err);
+    this.ac?.abort(err);
   }
 }
 
@@ -84,8 +100,8 @@ export class IdleTicker {
     this.quietLimit = Math.ceil(timeoutMs / this.tickMs);
   }
 
-  watch(clientSignal: AbortSignal, onFire: (reason: IdleReason) => void): IdleWatch {
-    return new IdleWatch(this, clientSignal, onFire);
+  watch(onFire: (reason: IdleReason) => void): IdleWatch {
+    return new IdleWatch(this, onFire);
   }
 
   /** Exchanges being watched (tests, and whether the timer runs). */

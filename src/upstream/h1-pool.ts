@@ -33,6 +33,13 @@ export interface Activity {
   moved: boolean;
   /** True while a write towards the client waits for the client to read. */
   clientBlocked: boolean;
+  /** Given the exchange once it runs, so the watcher can end it. */
+  stopper?: Stoppable;
+}
+
+export interface Stoppable {
+  /** End the exchange now, as an abort of its signal would. */
+  stop(reason: Error): void;
 }
 
 /** How a response body ended. */
@@ -221,6 +228,7 @@ class Conn implements ResponseSink {
     this.ex = ex;
     this.reader.expect(r.method === "HEAD");
     ex.send(r);
+    if (r.activity) r.activity.stopper = ex;
     return ex.response;
   }
 
@@ -334,7 +342,7 @@ interface DirectController {
 }
 
 /** One request and its response on a connection. */
-class Exchange {
+class Exchange implements Stoppable {
   readonly response: Promise<Response>;
   gotBytes = false;
   private resolve!: (r: Response) => void;
@@ -485,10 +493,14 @@ class Exchange {
     this.finish(false);
   }
 
+  /** The idle watch: ends the exchange like an abort of its signal. */
+  stop(reason: Error): void {
+    this.abort(reason);
+  }
+
   /** The client's signal (or the image job's timeout): the upstream request is cut at once. */
-  private abort(): void {
+  private abort(reason: unknown = this.signal.reason): void {
     if (this.over) return;
-    const reason = this.signal.reason;
     if (!this.settled) {
       this.settled = true;
       this.reject(reason);

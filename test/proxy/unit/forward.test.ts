@@ -171,7 +171,7 @@ describe("whenBodyDone on a fetch body with an idle watch (LLM_IDLE_TIMEOUT on h
   test("an upstream that goes quiet mid-answer: the watch fires, the slot is released, the client's body is cut", async () => {
     const ticker = new IdleTicker(1000, false);
     const fired: string[] = [];
-    const watch = ticker.watch(new AbortController().signal, (r) => fired.push(r));
+    const watch = ticker.watch((r) => fired.push(r));
     let released = 0;
     const hold = watch.arm({ release: () => void released++ });
     watch.stage = "response";

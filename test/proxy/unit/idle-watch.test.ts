@@ -3,7 +3,7 @@ import { IdleTicker, IdleTimeoutError, type IdleReason } from "../../../src/prox
 
 function armed(ticker: IdleTicker, client = new AbortController()) {
   const fired: IdleReason[] = [];
-  const watch = ticker.watch(client.signal, (r) => fired.push(r));
+  const watch = ticker.watch((r) => fired.push(r));
   let released = 0;
   const hold = watch.arm({ release: () => void released++ });
   return { watch, hold, fired, released: () => released, client };
@@ -29,8 +29,8 @@ describe("IdleTicker", () => {
     ticker.tick();
     expect([busy.fired, quiet.fired]).toEqual([[], ["no_answer"]]);
     expect(quiet.released()).toBe(1);
-    expect(quiet.watch.signal.reason).toBeInstanceOf(IdleTimeoutError);
-    expect(busy.watch.signal.aborted).toBe(false);
+    expect(quiet.watch.signalWith(quiet.client.signal).reason).toBeInstanceOf(IdleTimeoutError);
+    expect(busy.watch.signalWith(busy.client.signal).aborted).toBe(false);
     expect(ticker.size).toBe(1);
     busy.hold.release();
     expect(ticker.size).toBe(0);
@@ -64,11 +64,25 @@ describe("IdleTicker", () => {
     expect(w.released()).toBe(1);
   });
 
-  test("the client's abort reaches the watch's signal", () => {
+  test("the client's abort reaches the watch's signal (the fetch path's)", () => {
     const ticker = new IdleTicker(100, false);
     const w = armed(ticker);
+    const signal = w.watch.signalWith(w.client.signal);
     w.client.abort(new Error("gone"));
-    expect(w.watch.signal.aborted).toBe(true);
+    expect(signal.aborted).toBe(true);
     w.hold.release();
+  });
+
+  test("the running exchange is stopped when the watch fires, or at once when it registers after", () => {
+    const ticker = new IdleTicker(100, false);
+    const w = armed(ticker);
+    const stopped: Error[] = [];
+    w.watch.stopper = { stop: (e) => void stopped.push(e) };
+    for (let i = 0; i < 10; i++) ticker.tick();
+    expect(stopped).toHaveLength(1);
+    expect(stopped[0]).toBeInstanceOf(IdleTimeoutError);
+    // A connection that opened only after the watch fired: its exchange is stopped as it starts.
+    w.watch.stopper = { stop: (e) => void stopped.push(e) };
+    expect(stopped).toHaveLength(2);
   });
 });
