@@ -199,6 +199,10 @@ export function onBodyDone(
   done: (end: BodyEnd) => void,
   opts: BodyWatch = {},
 ): ReadableStream<Uint8Array> | null {
+  if (body === null) {
+    done({ bytes: 0 });
+    return null;
+  }
   let called = false;
   let bytes = 0;
   const finish = (cut?: BodyEnd["cut"]) => {
@@ -207,10 +211,6 @@ export function onBodyDone(
     opts.signal?.removeEventListener("abort", onAbort);
     done(cut ? { bytes, cut } : { bytes });
   };
-  if (body === null) {
-    finish();
-    return null;
-  }
   const reader = body.getReader();
   const activity = opts.activity;
   let sink: DirectController | undefined;
