@@ -130,7 +130,8 @@ describe("LLM_IDLE_TIMEOUT=1s", () => {
     expect(await aborted("request_body")).toBe(1);
     expect(warned("request_body")).toHaveLength(1);
     await imageJobRuns();
-    c.sock.end();
+    // RFC 9110 §15.5.9: the rest of that body will never be read, so the connection is closed.
+    await until(() => c.closed(), "the client's connection closed");
   });
 
   test("an upstream that accepts the request and never answers: 504 in the dialect, slot released, and an image job runs", async () => {
