@@ -46,12 +46,15 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(totalM / 60)}h${String(totalM % 60).padStart(2, "0")}m`;
 }
 
-/** `0B`, `512B`, `12.3KiB`, `4.56MiB`, `1.20GiB`. */
+/** `0B`, `512B`, `12.3KiB`, `4.6MiB`, `1.2GiB`: one decimal, the unit switched before it would read 1024.0. */
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n}B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)}KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(2)}MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)}GiB`;
+  let v = n / 1024;
+  for (const unit of ["KiB", "MiB"]) {
+    if (v < 1023.95) return `${v.toFixed(1)}${unit}`;
+    v /= 1024;
+  }
+  return `${v.toFixed(1)}GiB`;
 }
 
 export type StatusColor = "green" | "yellow" | "red";
