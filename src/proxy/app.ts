@@ -95,7 +95,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const url = new URL(req.url);
     const cls = classify(listener, req.method, url.pathname);
     const t0 = performance.now();
-    const info: Info = { listener, method: req.method, path: url.pathname, class: cls };
+    const info = { listener, method: req.method, path: url.pathname, class: cls };
     observer.start(info);
     try {
       if (cls === "llm") return await proxyLLM(req, url, clientIp, deps, info, t0);
