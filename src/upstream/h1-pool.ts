@@ -487,7 +487,8 @@ class Exchange implements Stoppable {
       this.reject(stale ? new StaleConnection(err) : err);
     } else if (!this.ended) {
       this.error = err;
-      this.cut = { by: "upstream", reason: err.message };
+      // The request body's own failure (the client's side broke off) is no fault of the upstream.
+      this.cut = { by: err instanceof UpstreamError && err.code === "REQUEST_BODY" ? "client" : "upstream", reason: err.message };
       if (this.ctl) this.closeBody();
     }
     this.finish(false);
