@@ -2,7 +2,8 @@
  * One image job, start to release, as one sequence (SPEC "Image job flow"):
  *
  *   acquireImage → unload Ollama and wait until /api/ps is empty → forward /prompt once →
- *   pass ComfyUI's answer back → (200 + prompt_id) wait for the job in /history → /free →
+ *   pass ComfyUI's answer back → (200 + prompt_id) follow the job in /queue and /history
+ *   (interrupting it past JOB_TIMEOUT) → /free →
  *   wait until /system_stats shows the VRAM is back → release → optionally warm a chat model.
  *
  * The lock is held until ComfyUI has really finished and really let go of the memory, not until
@@ -16,7 +17,8 @@ import { errorResponse } from "../proxy/dialect.ts";
 import { forward, relayResponse, type Hold, type RetryPolicy } from "../proxy/forward.ts";
 import { describeFetchError } from "../proxy/upstream-errors.ts";
 import { captureHead, findPromptId } from "./capture.ts";
-import type { JobListener, JobOutcome } from "./events.ts";
+import type { JobEnd, JobListener, JobOutcome } from "./events.ts";
+import { awaitStubbornJob, followJob, stopJob } from "./follow.ts";
 import type { JobTracker } from "./tracker.ts";
 
 export interface ImageLease {
@@ -177,16 +179,47 @@ async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   emit({ phase: "unloaded", jobId, models, durationMs: performance.now() - t0, complete, error });
 }
 
-/** Wait for the job, free ComfyUI's memory and confirm it came back. Returns the job's outcome. */
+/** Follow the job to its end, free ComfyUI's memory and confirm it came back. Returns the job's outcome. */
 async function finishJob(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
+  const end = await followToEnd(jobId, promptId, deps);
+  await freeComfy(jobId, promptId, deps);
+  return OUTCOME_OF[end];
+}
+
+const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
+  success: "completed",
+  error: "failed",
+  lost: "lost",
+  timeout: "timeout",
+  interrupted: "timeout",
+  not_stopped: "timeout",
+};
+
+/**
+ * Wait until ComfyUI is done with the job. Past JOB_TIMEOUT a job it still runs or queues is
+ * interrupted (the watchdog); one that will not stop keeps the GPU for one more JOB_TIMEOUT with
+ * the interrupt repeated, and is then handed on with an error line: bounded either way.
+ */
+async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobEnd> {
   const { comfy, settings, emit } = deps;
   const t0 = performance.now();
-  const end = await comfy.waitJob(promptId, {
-    deadline: Date.now() + settings.jobTimeoutMs,
-    pollMs: settings.historyPollIntervalMs,
-  });
+  const seen = await followJob(comfy, promptId, { timeoutMs: settings.jobTimeoutMs, pollMs: settings.historyPollIntervalMs });
+  let end: JobEnd;
+  if (seen.end === "overrun") {
+    const stop = { stopTimeoutMs: settings.freeTimeoutMs, pollMs: settings.historyPollIntervalMs };
+    if (await stopJob(comfy, promptId, seen.place, stop)) end = "interrupted";
+    else {
+      emit({ phase: "unstoppable", jobId, promptId, graceMs: settings.jobTimeoutMs });
+      end = (await awaitStubbornJob(comfy, promptId, settings.jobTimeoutMs, stop)) ? "interrupted" : "not_stopped";
+    }
+  } else end = seen.end;
   emit({ phase: "finished", jobId, promptId, end, durationMs: performance.now() - t0 });
+  return end;
+}
 
+/** /free, then poll /system_stats until the VRAM is back or FREE_TIMEOUT passes. Never throws. */
+async function freeComfy(jobId: number, promptId: string, deps: ImageJobDeps): Promise<void> {
+  const { comfy, settings, emit } = deps;
   const f0 = performance.now();
   const deadline = Date.now() + settings.freeTimeoutMs;
   let vramBefore: number | undefined;
@@ -222,7 +255,6 @@ async function finishJob(jobId: number, promptId: string, deps: ImageJobDeps): P
         : describeFetchError(err);
   }
   emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, vramBefore, vramAfter, released, error });
-  return end === "success" ? "completed" : end === "error" ? "failed" : "timeout";
 }
 
 /** WARM_MODEL: reload the chat model once the GPU is idle. It loads a model, so it holds an LLM slot. */

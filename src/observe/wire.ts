@@ -90,12 +90,21 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         return;
       case "finished": {
         metrics.jobSeconds.observe({}, e.durationMs / 1000);
-        const line = `image job ${e.jobId}: prompt ${e.end === "timeout" ? "not seen finished within JOB_TIMEOUT" : e.end}`;
         const fields = { job: e.jobId, prompt_id: e.promptId, job_time: ms(e.durationMs) };
-        if (e.end === "timeout") log.warn(line, fields);
-        else log.info(line, fields);
+        const prefix = `image job ${e.jobId}: prompt`;
+        if (e.end === "timeout") log.warn(`${prefix} not seen finished within JOB_TIMEOUT`, fields);
+        else if (e.end === "lost") log.warn(`${prefix} lost: ComfyUI no longer has it (restarted?)`, fields);
+        else if (e.end === "interrupted") log.warn(`${prefix} ran past JOB_TIMEOUT and was interrupted`, fields);
+        else if (e.end === "not_stopped") log.error(`${prefix} still running after /interrupt and another JOB_TIMEOUT; handing the GPU on anyway`, fields);
+        else log.info(`${prefix} ${e.end}`, fields);
         return;
       }
+      case "unstoppable":
+        log.error(`image job ${e.jobId}: prompt did not stop within FREE_TIMEOUT of /interrupt; keeping the GPU up to ${ms(e.graceMs)} more`, {
+          job: e.jobId,
+          prompt_id: e.promptId,
+        });
+        return;
       case "freed": {
         metrics.freeSeconds.observe({}, e.durationMs / 1000);
         if (e.vramBefore !== undefined && e.vramAfter !== undefined) metrics.vramReclaimedBytes.set({}, Math.max(0, e.vramBefore - e.vramAfter));
