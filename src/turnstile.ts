@@ -8,6 +8,7 @@ import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
+import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
@@ -59,6 +60,7 @@ const MAX_5XX_RETRIES = 4;
 export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const { config, log } = opts;
   const lock = new GpuLock({
+    imageSessionMaxMs: config.imageSessionMaxMs,
     onListenerError: (err) => log.error("lock event listener failed", { err: err instanceof Error ? err : String(err) }),
   });
   const tracker = new JobTracker();
@@ -97,12 +99,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream">;
 
+  const emitJob = withExtra(jobObserver(log, metrics), opts.onJobEvent);
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
+    sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e })),
     comfy,
     ollama,
     tracker,
-    emit: withExtra(jobObserver(log, metrics), opts.onJobEvent),
+    emit: emitJob,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,

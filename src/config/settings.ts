@@ -97,6 +97,14 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "How long one ComfyUI job may hold the GPU.",
   },
   {
+    key: "IMAGE_SESSION_MAX",
+    field: "imageSessionMaxMs",
+    default: "5m",
+    kind: "duration",
+    allowZero: true,
+    doc: "While LLM requests wait, how long an image session keeps admitting new image jobs (they queue in ComfyUI, the checkpoint stays loaded); 0 = one image job per GPU cycle.",
+  },
+  {
     key: "LLM_WAIT_TIMEOUT",
     field: "llmWaitTimeoutMs",
     default: "10m",

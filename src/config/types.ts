@@ -12,6 +12,7 @@ export interface Config {
   comfyUrl: string;
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
+  imageSessionMaxMs: number;
   llmWaitTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;

@@ -124,7 +124,7 @@ function jobNarrator(tl: Timeline): (e: ImageJobEvent) => void {
     const who = `image job ${"jobId" in e ? e.jobId : ""}`.trim();
     switch (e.phase) {
       case "acquired":
-        return tl.event(who, `got the GPU after waiting ${secs(e.waitedMs)}`, "image");
+        return tl.event(who, e.joined ? `joined the image session after ${secs(e.waitedMs)}` : `got the GPU after waiting ${secs(e.waitedMs)}`, "image");
       case "unloaded":
         return tl.event(who, `Ollama emptied (${e.models.join(", ") || "nothing loaded"}) in ${secs(e.durationMs)}`, "image");
       case "forwarded":
@@ -140,7 +140,7 @@ function jobNarrator(tl: Timeline): (e: ImageJobEvent) => void {
           e.released ? "image" : "warn",
         );
       case "released":
-        return tl.event(who, `GPU released after ${secs(e.heldMs)} (${e.outcome})`, "image");
+        return tl.event(who, e.gpuReleased ? `GPU released after ${secs(e.heldMs)} (${e.outcome})` : `done after ${secs(e.heldMs)} (${e.outcome}); the session goes on`, "image");
       default:
         return;
     }

@@ -12,7 +12,8 @@ export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 export type JobEnd = "success" | "error" | "lost" | "timeout" | "interrupted" | "not_stopped";
 
 export type ImageJobEvent =
-  | { phase: "acquired"; jobId: number; waitedMs: number }
+  /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
+  | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean }
   | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string }
   | { phase: "forwarded"; jobId: number; status: number; promptId?: string; durationMs: number }
   | { phase: "retrying"; jobId: number; attempt: number; delayMs: number; reason: string }
@@ -22,14 +23,17 @@ export type ImageJobEvent =
   | {
       phase: "freed";
       jobId: number;
-      promptId: string;
+      /** The job whose end ended the session (it may have had no prompt_id). */
+      promptId?: string;
       durationMs: number;
       vramBefore?: number;
       vramAfter?: number;
       released: boolean;
       error?: string;
     }
-  | { phase: "released"; jobId: number; promptId?: string; outcome: JobOutcome; heldMs: number }
+  /** The job's end; `gpuReleased` false when its image session goes on with other jobs. */
+  | { phase: "released"; jobId: number; promptId?: string; outcome: JobOutcome; heldMs: number; gpuReleased: boolean }
+  | { phase: "session_ended"; jobs: number; durationMs: number }
   | { phase: "warmed"; model: string; durationMs: number; error?: string }
   | { phase: "warm_skipped"; model: string; reason: string };
 

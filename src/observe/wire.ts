@@ -59,7 +59,8 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
   return (e) => {
     switch (e.phase) {
       case "acquired":
-        log.info(`image job ${e.jobId}: GPU acquired after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
+        if (e.joined) log.info(`image job ${e.jobId}: joined the image session after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
+        else log.info(`image job ${e.jobId}: GPU acquired after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
         return;
       case "unloaded":
         metrics.unloadSeconds.observe({}, e.durationMs / 1000);
@@ -110,7 +111,7 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         if (e.vramBefore !== undefined && e.vramAfter !== undefined) metrics.vramReclaimedBytes.set({}, Math.max(0, e.vramBefore - e.vramAfter));
         const fields = {
           job: e.jobId,
-          prompt_id: e.promptId,
+          prompt_id: e.promptId ?? "-",
           free: ms(e.durationMs),
           vram_before: mib(e.vramBefore),
           vram_after: mib(e.vramAfter),
@@ -121,11 +122,16 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
       }
       case "released":
         metrics.imageJobs.inc({ outcome: e.outcome });
-        log.info(`image job ${e.jobId}: GPU released (${e.outcome})`, {
+        log.info(e.gpuReleased ? `image job ${e.jobId}: GPU released (${e.outcome})` : `image job ${e.jobId}: done (${e.outcome}); its image session goes on`, {
           job: e.jobId,
           prompt_id: e.promptId ?? "-",
           held: ms(e.heldMs),
         });
+        return;
+      case "session_ended":
+        metrics.imageSessions.inc({});
+        metrics.sessionJobs.observe({}, e.jobs);
+        log.info(`image session ended: ${e.jobs} job${e.jobs === 1 ? "" : "s"} in ${ms(e.durationMs)}`, { jobs: e.jobs });
         return;
       case "warmed":
         if (e.error) log.warn(`warm-up of ${e.model} failed`, { model: e.model, reason: e.error });

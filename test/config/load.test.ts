@@ -352,6 +352,7 @@ describe("describeConfig", () => {
       "COMFY_URL=",
       "UNLOAD_TIMEOUT=1m30s",
       "JOB_TIMEOUT=15m0s",
+      "IMAGE_SESSION_MAX=5m0s",
       "LLM_WAIT_TIMEOUT=10m0s",
       "LLM_BUSY_MODE=wait",
       "LLM_BUSY_STATUS=503",

@@ -12,6 +12,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   comfyUrl: "string",
   unloadTimeoutMs: "number",
   jobTimeoutMs: "number",
+  imageSessionMaxMs: "number",
   llmWaitTimeoutMs: "number",
   llmBusyMode: "string",
   llmBusyStatus: "number",

@@ -30,7 +30,9 @@ test(
     expect(withT.out).toContain("VRAM oversubscribed:  0 time(s)");
     // The timeline shows the phases an operator cares about.
     expect(withT.out).toMatch(/image job 1 +Ollama emptied/);
-    expect(withT.out).toMatch(/image job 1 +ComfyUI freed its VRAM/);
+    // The two images share one session: the second joins it, and the last one out frees ComfyUI.
+    expect(withT.out).toMatch(/image job 2 +joined the image session/);
+    expect(withT.out).toMatch(/image job 2 +ComfyUI freed its VRAM/);
 
     expect(without.code).toBe(0);
     expect(without.out).toContain("summary (WITHOUT the turnstile)");

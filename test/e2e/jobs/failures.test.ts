@@ -308,7 +308,7 @@ describe("after ComfyUI accepted the job", () => {
 
 describe("the client goes away", () => {
   test("while waiting for the GPU: no trace (no release, no prompt), the lock goes idle after the running job", async () => {
-    s = await startStack();
+    s = await startStack({ env: { IMAGE_SESSION_MAX: "0" } });
     const first = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 150 }));
     await waitFor(() => s!.comfy!.runningJob(), "first job running");
     const ac = new AbortController();

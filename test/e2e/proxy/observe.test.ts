@@ -9,7 +9,7 @@ import { health, postJson, scrape, type Stack, startImageJob, startStack, until 
 
 let s: Stack;
 beforeAll(async () => {
-  s = await startStack({}, { ollama: { tokenDelayMs: 30, tokens: 8 } });
+  s = await startStack({ IMAGE_SESSION_MAX: "0" }, { ollama: { tokenDelayMs: 30, tokens: 8 } });
 });
 afterAll(async () => {
   await s.stop();
