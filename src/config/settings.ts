@@ -94,7 +94,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "jobTimeoutMs",
     default: "15m",
     kind: "duration",
-    doc: "How long one ComfyUI job may hold the GPU.",
+    doc: "How long one ComfyUI job may run; past it, a job ComfyUI still has is interrupted (the watchdog).",
   },
   {
     key: "IMAGE_SESSION_MAX",
@@ -180,7 +180,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "historyPollIntervalMs",
     default: "1s",
     kind: "duration",
-    doc: "How often ComfyUI's /history/<id> is polled while an image job runs.",
+    doc: "How often ComfyUI's /queue and /history/<id> are read while an image job runs (a lost job is noticed within two reads).",
   },
   {
     key: "FREE_POLL_INTERVAL",
