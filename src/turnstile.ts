@@ -8,6 +8,7 @@ import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
+import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { GpuLock } from "./lock/index.ts";
@@ -79,6 +80,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const s = lock.snapshot();
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending };
   };
+  const estimator = new BusyEstimator();
+  const fixedRetryAfter = config.busyRetryAfterS;
   const retry: RetryPolicy = {
     backoffInitialMs: config.backoffInitialMs,
     backoffMaxMs: config.backoffMaxMs,
@@ -92,14 +95,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       mode: config.llmBusyMode,
       waitTimeoutMs: config.llmWaitTimeoutMs,
       status: config.llmBusyStatus,
-      retryAfterS: config.busyRetryAfterS,
+      // Read per busy answer: with BUSY_RETRY_AFTER=auto it is estimated from the image work now.
+      get retryAfterS() {
+        return fixedRetryAfter === "auto" ? estimator.retryAfterS(lock.snapshot().imageWaiting) : fixedRetryAfter;
+      },
     },
     observer: requestObserver(log, metrics),
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream">;
 
-  const emitJob = withExtra(jobObserver(log, metrics), opts.onJobEvent);
+  const emitJob = withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), opts.onJobEvent);
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e })),

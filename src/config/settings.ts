@@ -36,6 +36,8 @@ export interface SettingDef {
   /** int: inclusive bounds */
   readonly min?: number;
   readonly max?: number;
+  /** int: the word "auto" is accepted too (the value is then the string "auto") */
+  readonly auto?: boolean;
   /** duration: 0 is meaningful (see doc); otherwise a duration must be > 0 */
   readonly allowZero?: boolean;
   /** string: the value must match (an empty value never reaches this: empty = use the default) */
@@ -131,11 +133,12 @@ export const SETTINGS: readonly SettingDef[] = [
   {
     key: "BUSY_RETRY_AFTER",
     field: "busyRetryAfterS",
-    default: "30",
+    default: "auto",
     kind: "int",
+    auto: true,
     min: 0,
     max: 86_400,
-    doc: "Seconds sent as Retry-After on busy responses (both modes).",
+    doc: "Retry-After on busy responses (both modes): auto = estimated from the running image job, the jobs queued and the last free (1-300 s); or a fixed number of seconds.",
   },
   {
     key: "WARM_MODEL",

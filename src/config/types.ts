@@ -16,7 +16,8 @@ export interface Config {
   llmWaitTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
-  busyRetryAfterS: number;
+  /** "auto" = estimated per answer (jobs/busy-estimate.ts) */
+  busyRetryAfterS: number | "auto";
   warmModel: string;
   logLevel: LogLevel;
   logFormat: LogFormat;

@@ -102,7 +102,7 @@ describe("SETTINGS", () => {
       LLM_WAIT_TIMEOUT: "10m",
       LLM_BUSY_MODE: "wait",
       LLM_BUSY_STATUS: "503",
-      BUSY_RETRY_AFTER: "30",
+      BUSY_RETRY_AFTER: "auto",
       LOGLEVEL: "warn",
       LOG_FORMAT: "text",
       UNLOAD_POLL_INTERVAL: "500ms",
