@@ -153,13 +153,13 @@ function gpuNarrator(tl: Timeline): (e: GpuEvent) => void {
     const used = `[VRAM ${gib(e.vramUsed)}]`;
     switch (e.kind) {
       case "loaded":
-        return tl.event("ollama", `loaded ${e.detail} ${used}`, "dim");
+        return e.tenant === "comfy" ? tl.event("comfyui", `checkpoint loaded (cold) ${used}`, "dim") : tl.event("ollama", `loaded ${e.detail} ${used}`, "dim");
       case "unloaded":
         return tl.event("ollama", `unloaded ${e.detail} ${used}`, "dim");
       case "job-start":
         return tl.event("comfyui", `job ${e.detail.slice(0, 8)} running`, "dim");
       case "hold":
-        return e.tenant === "comfy" ? tl.event("comfyui", `loaded its checkpoint ${used}`, "dim") : undefined;
+        return e.tenant === "comfy" ? tl.event("comfyui", `loading its checkpoint ${used}`, "dim") : undefined;
       case "freed":
         return tl.event("comfyui", `models unloaded ${used}`, "dim");
       case "overlap-start":

@@ -19,6 +19,11 @@ export interface ComfySimOptions {
   gpu?: SimGpu;
   /** Run time of one job (default 300; `extra_data.sim_job_ms` overrides per prompt). */
   jobMs?: number;
+  /**
+   * Time to load the checkpoint cold: for the first job and after a /free that unloaded it
+   * (default half of jobMs — SDXL loads in a few seconds against a 5-10 s picture).
+   */
+  loadMs?: number;
   /** VRAM the checkpoint occupies from a job's start until /free (default 2.5 GiB). */
   modelBytes?: number;
   /** Time between the worker acting on /free and the memory being back (default 100). */
@@ -51,6 +56,8 @@ export interface ComfySim {
   /** Every accepted job (deleted pending ones excepted), in submission order. */
   jobs(): JobInfo[];
   runningJob(): JobInfo | undefined;
+  /** Cold checkpoint loads so far (each also shows on the GPU as load-start / loaded). */
+  checkpointLoads(): number;
   /** Open websocket clients. */
   sockets(): number;
   override(method: string, path: string, handler: OverrideHandler): () => void;
@@ -113,6 +120,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     const files = new FileStore(opts.outputBytes ?? 64 * 1024);
     const worker = new ComfyWorker(gpu, timers, hub, files, {
       jobMs: opts.jobMs ?? 300,
+      loadMs: opts.loadMs ?? Math.round((opts.jobMs ?? 300) / 2),
       modelBytes: opts.modelBytes ?? 2_684_354_560,
       freeDelayMs: opts.freeDelayMs ?? 100,
       forgetJobs: opts.forgetJobs ?? false,
@@ -201,6 +209,8 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
   }
 
   let life: Life | undefined = boot();
+  /** Loads of earlier lives (before a crash). */
+  let loadsBefore = 0;
   let stopped: Promise<void> | undefined;
   return {
     url: baseUrl(hostname, port),
@@ -209,12 +219,14 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     calls: log.calls,
     jobs: () => life?.worker.jobs() ?? [],
     runningJob: () => life?.worker.running(),
+    checkpointLoads: () => loadsBefore + (life?.worker.checkpointLoads ?? 0),
     sockets: () => life?.hub.size ?? 0,
     override: (method, path, handler) => log.override(method, path, handler),
     clearCalls: () => log.clear(),
     async crash() {
       const l = life;
       life = undefined;
+      loadsBefore += l?.worker.checkpointLoads ?? 0;
       if (l) await kill(l);
     },
     async revive() {

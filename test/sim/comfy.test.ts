@@ -389,6 +389,30 @@ describe("simulated ComfyUI: other routes (C7, C8)", () => {
     expect(isDict(parsePy(calls[0]!.bodyText))).toBe(true);
   });
 
+  test("the checkpoint loads cold (loadMs) for the first job and after a /free that unloaded it, not in between", async () => {
+    const s = await start({ jobMs: 40, loadMs: 200 });
+    const run = async () => {
+      const res = await post(`${s.url}/prompt`, promptBody({ prompt_id: undefined }));
+      const id = ((await res.json()) as { prompt_id: string }).prompt_id;
+      await waitFor(() => s.jobs().find((j) => j.id === id && j.state === "done"), "job done");
+      return s.jobs().find((j) => j.id === id)!;
+    };
+    const cold = await run();
+    const warm = await run();
+    expect(cold.endedAt! - cold.startedAt!).toBeGreaterThanOrEqual(200);
+    expect(warm.endedAt! - warm.startedAt!).toBeLessThan(200);
+    expect(s.checkpointLoads()).toBe(1);
+    await post(`${s.url}/free`, { unload_models: true });
+    await waitFor(() => s.gpu.vramUsed("comfy") === 0, "models unloaded");
+    const again = await run();
+    expect(again.endedAt! - again.startedAt!).toBeGreaterThanOrEqual(200);
+    expect(s.checkpointLoads()).toBe(2);
+    // The ledger holds the memory from the start of each load.
+    const holds = s.gpu.ledger.filter((h) => h.tenant === "comfy");
+    expect(holds).toHaveLength(2);
+    expect(holds[1]!.start).toBeLessThanOrEqual(again.startedAt! + 5);
+  });
+
   test("crash and revive: the port refuses meanwhile, the memory goes back, queue and history start empty", async () => {
     const s = await start({ jobMs: 5000 });
     await post(`${s.url}/prompt`, REQUEST);
