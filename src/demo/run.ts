@@ -195,6 +195,10 @@ function printSummary(tl: Timeline, sims: SimPair, r: WorkloadResult, withTurnst
     const note = withTurnstile ? " (the longest waited for the image jobs)" : "";
     tl.text(`  first token after:    ${secs(Math.min(...firsts))} … ${secs(Math.max(...firsts))}${note}`);
   }
+  const longestWait = Math.max(0, ...r.chats.map((c) => c.r.firstTokenMs ?? (c.r.aborted ? c.r.totalMs : 0)));
+  tl.text(`  longest LLM wait:     ${secs(longestWait)} until the first token`);
+  tl.text(`  makespan:             ${secs(r.makespanMs)}`);
+  tl.text(`  checkpoint loads:     ${sims.comfy.checkpointLoads()}, /free calls: ${sims.comfy.calls.filter((c) => /^(\/api)?\/free$/.test(c.path)).length}`);
   tl.text(`  VRAM oversubscribed:  ${over.length} time(s)`, over.length ? "warn" : "ok");
   tl.text(`  GPU overlaps: ${overlaps.length}`, overlaps.length ? "warn" : "ok");
   return overlaps.length;
