@@ -1,13 +1,14 @@
 /**
  * One image job, start to release, as one sequence (SPEC "Image job flow"):
  *
- *   acquireImage → unload Ollama and wait until /api/ps is empty → forward /prompt once →
- *   pass ComfyUI's answer back → (200 + prompt_id) follow the job in /queue and /history
- *   (interrupting it past JOB_TIMEOUT) → /free →
- *   wait until /system_stats shows the VRAM is back → release → optionally warm a chat model.
+ *   enter the image session (the job that opens it empties Ollama and waits until /api/ps is
+ *   empty; a joiner waits for that) → forward /prompt once → pass ComfyUI's answer back →
+ *   (200 + prompt_id) follow the job in /queue and /history (interrupting it past JOB_TIMEOUT) →
+ *   leave the session: the last job out calls /free and waits until /system_stats shows the VRAM
+ *   is back, then the lock is released → optionally warm a chat model.
  *
- * The lock is held until ComfyUI has really finished and really let go of the memory, not until
- * /prompt returned (which only means "queued"). Every path releases the lease exactly once.
+ * The GPU is held until ComfyUI has really finished and really let go of the memory, not until
+ * /prompt returned (which only means "queued"). Every path leaves the session exactly once.
  */
 import type { ComfyClient } from "../comfy/client.ts";
 import { vramReleased } from "../comfy/client.ts";
