@@ -51,6 +51,23 @@ describe("lost jobs", () => {
     expect(s.gpu.overlaps()).toEqual([]);
   });
 
+  test("ComfyUI down for a while mid-job, then back without it: lost soon after it answers again", async () => {
+    s = await startStack({ env: { HISTORY_POLL_INTERVAL: "100ms", JOB_TIMEOUT: "60s", HEALTH_INTERVAL: "50ms" } });
+    const { waiting } = await longJobAndWaitingChat(s, 30_000);
+    await s.comfy!.crash();
+    // The turnstile has noticed the outage (its health probe says so) before ComfyUI comes back.
+    await waitFor(() => warnLines(s!.t, "comfy is down").length > 0, "outage noticed");
+    await s.comfy!.revive();
+    const revivedAt = now();
+    const c = await waiting;
+    expect(c.status).toBe(200);
+    await c.text();
+    await s.t.settled();
+    expect(s.transitions.find((x) => x.from === "image")!.at - revivedAt).toBeLessThan(5000);
+    expect(await jobCounts(s.t)).toMatchObject({ lost: 1 });
+    expect(s.gpu.overlaps()).toEqual([]);
+  });
+
   test("a job ComfyUI never shows again (forgotten after it ran) is lost, not held until JOB_TIMEOUT", async () => {
     s = await startStack({ comfy: { forgetJobs: true }, env: { HISTORY_POLL_INTERVAL: "20ms", JOB_TIMEOUT: "60s" } });
     const id = newPromptId();
@@ -85,6 +102,26 @@ describe("the overrun watchdog", () => {
     expect(s.gpu.overlaps()).toEqual([]);
     expect(await jobCounts(s.t)).toMatchObject({ timeout: 1 });
     expect(warnLines(s.t, "ran past JOB_TIMEOUT and was interrupted").filter((l) => l.includes(id))).toHaveLength(1);
+  });
+
+  test("a job still pending at JOB_TIMEOUT (behind a stranger's job) is deleted from the queue, not left to run later", async () => {
+    // FREE_TIMEOUT short: the stranger's job keeps ComfyUI's memory, so the free cannot be confirmed.
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms", FREE_TIMEOUT: "300ms" } });
+    // Someone else's long job, sent to ComfyUI directly, runs first.
+    const stranger = newPromptId();
+    await (await fetch(`${s.comfy!.url}/prompt`, { method: "POST", body: promptBody(stranger, { sim_job_ms: 20_000 }) })).text();
+    await waitFor(() => s!.comfy!.runningJob()?.id === stranger, "stranger's job running");
+    const id = newPromptId();
+    const res = await submit(s.t, promptBody(id));
+    expect(res.status).toBe(200);
+    await res.text();
+    await s.t.settled();
+
+    const deletes = callsTo(s.comfy!.calls, "/queue", "POST");
+    expect(deletes.map((c) => JSON.parse(c.bodyText))).toEqual([{ delete: [id] }]);
+    expect(s.comfy!.jobs().map((j) => j.id)).toEqual([stranger]); // ours never ran and never will
+    expect(s.comfy!.runningJob()?.id).toBe(stranger); // the interrupt named our prompt only
+    expect(await jobCounts(s.t)).toMatchObject({ timeout: 1 });
   });
 
   test("a job that ignores /interrupt: error line, the GPU kept one more JOB_TIMEOUT, then handed on with an error", async () => {
