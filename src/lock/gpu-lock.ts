@@ -179,9 +179,9 @@ export class GpuLock {
         continue;
       }
       if (head === undefined) return;
-      // Sessions: LLM requests that called before this image job go first (FIFO between them).
-      if (this.#sessionMaxMs > 0 && (this.#llmInflight > 0 || (this.#llmQueue[0]?.id ?? Infinity) < head.id)) return;
       if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
+      // Sessions: LLM requests that called before this image job go first (FIFO between them).
+      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < head.id) return;
       this.#imageQueue.shift();
       if (this.#grant(head, at) && this.#sessionMaxMs <= 0) return;
       // head had aborted without our listener having run yet, or it opened a session others may join.
