@@ -14,6 +14,7 @@ export interface SessionLock {
 export interface SessionLease {
   readonly waitedMs: number;
   readonly opensSession: boolean;
+  readonly sessionId: number;
   closeIfLast(): boolean;
   release(): void;
 }
@@ -25,6 +26,7 @@ export interface SessionEnd {
 }
 
 interface Session {
+  readonly id: number;
   readonly startedAt: number;
   /** Resolves once Ollama has been emptied for this session. */
   readonly ready: Promise<void>;
@@ -33,7 +35,8 @@ interface Session {
 }
 
 export class ImageSessions {
-  #current: Session | undefined;
+  /** The sessions with jobs in them (one, except while one ends and the next begins). */
+  readonly #open = new Map<number, Session>();
   /** prompt_ids of the jobs being followed, so a job queued behind one of ours is known as such. */
   readonly #prompts = new Set<string>();
 
@@ -49,14 +52,17 @@ export class ImageSessions {
    */
   async enter(signal: AbortSignal, prepare: () => Promise<void>): Promise<SessionTicket> {
     const lease = await this.lock.acquireImage(signal);
-    let session = this.#current;
-    // The opener's continuation runs before any joiner's (grants resolve in order); a joiner that
-    // found no session would still only cost one more Ollama check.
-    if (lease.opensSession || !session) {
-      session = { startedAt: performance.now(), accepted: 0, ready: prepare().catch(() => {}) };
-      this.#current = session;
+    // Whichever of the session's jobs gets here first empties Ollama (normally the opener, whose
+    // grant resolves first); the others wait for that.
+    let session = this.#open.get(lease.sessionId);
+    if (!session) {
+      session = { id: lease.sessionId, startedAt: performance.now(), accepted: 0, ready: prepare().catch(() => {}) };
+      this.#open.set(session.id, session);
     }
-    return new SessionTicket(lease, session, this.onEnd);
+    return new SessionTicket(lease, session, (e) => {
+      this.#open.delete(e.id);
+      if (e.jobs > 0) this.onEnd({ jobs: e.jobs, durationMs: e.durationMs });
+    });
   }
 
   /** Marks a prompt as followed by this turnstile until `done` is called. */
@@ -76,7 +82,7 @@ export class SessionTicket {
   constructor(
     private readonly lease: SessionLease,
     private readonly session: Session,
-    private readonly onEnd: (e: SessionEnd) => void,
+    private readonly onEnd: (e: SessionEnd & { id: number }) => void,
   ) {}
 
   get waitedMs(): number {
@@ -114,7 +120,7 @@ export class SessionTicket {
     } finally {
       this.lease.release();
     }
-    if (s.accepted > 0) this.onEnd({ jobs: s.accepted, durationMs: performance.now() - s.startedAt });
+    this.onEnd({ id: s.id, jobs: s.accepted, durationMs: performance.now() - s.startedAt });
     return true;
   }
 }

@@ -211,11 +211,12 @@ export class GpuLock {
       return new GrantedLease(kind, waitedMs, id, release);
     }
     const opens = this.#session === undefined;
-    const session = (this.#session ??= { startedAt: at, members: 0, closing: false });
+    const session = (this.#session ??= { id, startedAt: at, members: 0, closing: false });
     session.members++;
     const lease = new GrantedLease(kind, waitedMs, id, release) as GrantedLease & ImageLease;
     return Object.assign(lease, {
       opensSession: opens,
+      sessionId: session.id,
       closeIfLast: () => {
         if (lease.released || session.members !== 1) return false;
         session.closing = true;
@@ -288,6 +289,8 @@ export class GpuLock {
 }
 
 interface Session {
+  /** The id of the lease that opened it. */
+  readonly id: number;
   readonly startedAt: number;
   /** Image leases granted in this session and not yet released. */
   members: number;

@@ -18,6 +18,8 @@ export interface Lease {
 export interface ImageLease extends Lease {
   /** This grant opened the session: the GPU was handed over for it (Ollama must be emptied). */
   readonly opensSession: boolean;
+  /** The session's number: the id of the lease that opened it. */
+  readonly sessionId: number;
   /**
    * When this is the session's only lease left, closes the session to newcomers and returns true:
    * the caller frees ComfyUI, then releases, which ends the session. Otherwise false (and the
