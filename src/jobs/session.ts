@@ -46,9 +46,9 @@ export class ImageSessions {
   ) {}
 
   /**
-   * Takes the GPU for one attempt of one job. Opening a session starts `prepare` (empty Ollama);
-   * the ticket's `ready()` resolves once the session's `prepare` has finished, so no job reaches
-   * ComfyUI before Ollama is empty.
+   * Takes the GPU for one attempt of one job. The first of a session's jobs to get here starts
+   * `prepare` (empty Ollama); every ticket's `ready()` resolves once that has finished, so no job
+   * reaches ComfyUI before Ollama is empty.
    */
   async enter(signal: AbortSignal, prepare: () => Promise<void>): Promise<SessionTicket> {
     const lease = await this.lock.acquireImage(signal);
