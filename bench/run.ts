@@ -9,7 +9,8 @@
  * bench/out/*.json and the table into docs/BENCHMARKS.md (between its generated-part markers).
  *
  *   --quick            shorter cells (a smoke run; does not touch docs/BENCHMARKS.md)
- *   --only 1,2,...     run only these scenarios
+ *   --only 1,2,...     run only these scenarios (7, image sessions, writes its own section of
+ *                      docs/BENCHMARKS.md even alone: it measures a workload, not the machine)
  *   --no-docs          leave docs/BENCHMARKS.md alone
  *   --wait-quiet N     first wait up to N seconds for other processes to leave the CPU idle
  */
@@ -22,12 +23,13 @@ import { findWrk } from "./lib/load.ts";
 import { cpuBusy, killAllNow, stopAll, treeCpuMs } from "./lib/proc.ts";
 import { startUpstreamHost, type UpstreamHost } from "./lib/upstreams.ts";
 import { findNginx, nginxVersion, startNginx, type Nginx, type NginxSettings } from "./nginx.ts";
-import { renderMarkdown, spliceDoc, targets, type MachineInfo, type Results, type StartupRow } from "./report.ts";
+import { renderMarkdown, renderSessions, spliceDoc, spliceSessions, targets, type MachineInfo, type Results, type StartupRow } from "./report.ts";
 import { download } from "./scenarios/download.ts";
 import { handoff } from "./scenarios/handoff.ts";
 import { manyStreams } from "./scenarios/many-streams.ts";
 import { passThrough } from "./scenarios/passthrough.ts";
 import { buildMinimal, buildTurnstile, startupTimes } from "./scenarios/startup.ts";
+import { sessions, type SessionWorkload } from "./scenarios/sessions.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import type { Target } from "./scenarios/types.ts";
 import { baseEnv, startBareProxy, startTurnstileProc, TURNSTILE_BENCH_ENV, type ProxyProc } from "./subjects.ts";
@@ -46,7 +48,7 @@ const { values: args } = parseArgs({
     "wait-quiet": { type: "string" },
   },
 });
-const only = new Set((args.only ?? "1,2,3,4,5,6").split(",").map((s) => Number(s.trim())));
+const only = new Set((args.only ?? "1,2,3,4,5,6,7").split(",").map((s) => Number(s.trim())));
 const quick = args.quick === true;
 
 /** Durations and sizes of every scenario, in one place (also recorded in the JSON). */
@@ -66,6 +68,7 @@ const S = {
   slowTokenDelayMs: 500,
   handoffCycles: quick ? 3 : 20,
   startupRuns: quick ? 3 : 10,
+  sessions: { images: 5, burstAtMs: 300, chats: 12, chatEveryMs: 500, jobMs: 1000, loadMs: 500, freeDelayMs: 100, rounds: quick ? 1 : 3 } satisfies SessionWorkload,
 };
 
 const UPSTREAMS: UpstreamSpec = {
@@ -297,25 +300,36 @@ async function main(): Promise<number> {
     results.startup = rows;
   }
 
+  // ------------------------------------------------------------ scenario 7: image sessions
+  if (only.has(7)) {
+    note(`7. image sessions: a burst of ${S.sessions.images} image jobs among ${S.sessions.chats} chats, IMAGE_SESSION_MAX=0 vs the default`);
+    results.sessions = { workload: S.sessions, rows: await sessions(S.sessions, note) };
+  }
+
   await up.stop();
   results.durationS = (performance.now() - t0) / 1000;
 
   const md = renderMarkdown(results);
-  process.stdout.write(`\n${md}\n`);
+  const sessionsMd = results.sessions && renderSessions(results.sessions, results.machine.date, results.machine.commit);
+  process.stdout.write(`\n${md}\n${sessionsMd ? `\n${sessionsMd}\n` : ""}`);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   const json = JSON.stringify({ ...results, targets: targets(results) }, null, 2);
   writeFileSync(join(OUT, `bench-${stamp}.json`), json);
   writeFileSync(join(OUT, "latest.json"), json);
   writeFileSync(join(OUT, "latest.md"), md);
   note(`raw numbers: bench/out/bench-${stamp}.json (and latest.json)`);
-  const fullRun = !quick && only.size === 6;
+  const fullRun = !quick && [1, 2, 3, 4, 5, 6].every((n) => only.has(n));
+  const doc = join(ROOT, "docs", "BENCHMARKS.md");
   if (!args["no-docs"] && fullRun) {
-    const doc = join(ROOT, "docs", "BENCHMARKS.md");
     mkdirSync(join(ROOT, "docs"), { recursive: true });
     writeFileSync(doc, spliceDoc(existsSync(doc) ? readFileSync(doc, "utf8") : undefined, md));
     note("table written to docs/BENCHMARKS.md");
   } else if (!args["no-docs"]) {
-    note("partial or quick run: docs/BENCHMARKS.md left alone");
+    note("partial or quick run: the main tables of docs/BENCHMARKS.md left alone");
+  }
+  if (!args["no-docs"] && !quick && sessionsMd && existsSync(doc)) {
+    writeFileSync(doc, spliceSessions(readFileSync(doc, "utf8"), sessionsMd));
+    note("scenario 7 written to docs/BENCHMARKS.md");
   }
   note(`done in ${results.durationS.toFixed(0)} s`);
   return 0;

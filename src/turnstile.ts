@@ -9,6 +9,8 @@ import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
+import { BusyEstimator } from "./jobs/busy-estimate.ts";
+import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
@@ -108,6 +110,7 @@ const MAX_5XX_RETRIES = 4;
 export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const { config, log } = opts;
   const lock = new GpuLock({
+    imageSessionMaxMs: config.imageSessionMaxMs,
     onListenerError: (err) => log.error("lock event listener failed", { err: err instanceof Error ? err : String(err) }),
   });
   const tracker = new JobTracker();
@@ -128,6 +131,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const s = lock.snapshot();
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
   };
+  const estimator = new BusyEstimator();
+  const fixedRetryAfter = config.busyRetryAfterS;
   const retry: RetryPolicy = {
     backoffInitialMs: config.backoffInitialMs,
     backoffMaxMs: config.backoffMaxMs,
@@ -142,7 +147,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       mode: config.llmBusyMode,
       waitTimeoutMs: config.llmWaitTimeoutMs,
       status: config.llmBusyStatus,
-      retryAfterS: config.busyRetryAfterS,
+      // Read per busy answer: with BUSY_RETRY_AFTER=auto it is estimated from the image work now.
+      get retryAfterS() {
+        return fixedRetryAfter === "auto" ? estimator.retryAfterS(lock.snapshot().imageWaiting) : fixedRetryAfter;
+      },
     },
     observer: requestObserver(log, metrics),
     idle: config.llmIdleTimeoutMs > 0 ? new IdleTicker(config.llmIdleTimeoutMs) : undefined,
@@ -150,12 +158,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 
+  const emitJob = withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), opts.onJobEvent);
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
+    sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e })),
     comfy,
     ollama,
     tracker,
-    emit: withExtra(jobObserver(log, metrics), opts.onJobEvent),
+    emit: emitJob,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,

@@ -3,10 +3,14 @@
  * memory really back. ComfyUI's /free only raises a flag (api-facts C3): its worker unloads
  * afterwards, so "freed" is decided by /system_stats, never by /free's answer.
  */
-import { sleep } from "../proxy/backoff.ts";
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
 
 export type JobEnd = "success" | "error";
+
+export interface QueueView {
+  running: string[];
+  pending: string[];
+}
 
 export class ComfyClient {
   constructor(
@@ -28,26 +32,30 @@ export class ComfyClient {
   }
 
   /**
-   * Poll history until the job ends or the deadline passes ("timeout": ComfyUI restarted and
-   * forgot the job, or it simply runs longer than JOB_TIMEOUT). A failing poll is retried at the
-   * next interval: ComfyUI being briefly unreachable must not end the wait early.
+   * `GET /queue` (C5): the prompt ids ComfyUI is running and has pending. Items are
+   * `[number, prompt_id, prompt, extra_data, outputs]`; only the id is read.
    */
-  async waitJob(
-    promptId: string,
-    opts: { deadline: number; pollMs: number; signal?: AbortSignal; onPollError?: (err: unknown) => void },
-  ): Promise<JobEnd | "timeout"> {
-    for (;;) {
-      try {
-        const end = await this.history(promptId, opts.signal);
-        if (end) return end;
-      } catch (err) {
-        if (opts.signal?.aborted) throw err;
-        opts.onPollError?.(err);
-      }
-      const left = opts.deadline - Date.now();
-      if (left <= 0) return "timeout";
-      await sleep(Math.min(opts.pollMs, left), opts.signal);
+  async queue(signal?: AbortSignal): Promise<QueueView> {
+    const { status, text } = await callJson(this.base, "/queue", { timeoutMs: this.callTimeoutMs, signal });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /queue");
+    const body = parseJson(text);
+    if (!isRecord(body) || !Array.isArray(body.queue_running) || !Array.isArray(body.queue_pending)) {
+      throw new Error("GET /queue: not a queue");
     }
+    const ids = (items: unknown[]) => items.flatMap((i) => (Array.isArray(i) && typeof i[1] === "string" ? [i[1]] : []));
+    return { running: ids(body.queue_running), pending: ids(body.queue_pending) };
+  }
+
+  /** `POST /interrupt {"prompt_id"}` (C7): stops that prompt if it is the one running, else nothing. */
+  async interrupt(promptId: string): Promise<void> {
+    const { status, text } = await callJson(this.base, "/interrupt", { timeoutMs: this.callTimeoutMs, body: { prompt_id: promptId } });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "POST /interrupt");
+  }
+
+  /** `POST /queue {"delete":[ids]}` (C5): drops pending prompts; a running one is untouched. */
+  async deletePending(promptIds: string[]): Promise<void> {
+    const { status, text } = await callJson(this.base, "/queue", { timeoutMs: this.callTimeoutMs, body: { delete: promptIds } });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "POST /queue");
   }
 
   async free(timeoutMs: number): Promise<void> {

@@ -33,12 +33,24 @@ function durationSchema(def: SettingDef): SettingSchema {
 function intSchema(def: SettingDef): SettingSchema {
   const min = def.min ?? 0;
   const max = def.max ?? Number.MAX_SAFE_INTEGER;
-  return v.pipe(
+  const whole = def.auto ? 'expected "auto" or a whole number' : "expected a whole number";
+  const num = v.pipe(
     v.string(),
-    v.regex(/^[0-9]+$/, "expected a whole number"),
+    v.regex(/^[0-9]+$/, whole),
     v.transform(Number),
     v.minValue(min, `must be between ${min} and ${max}`),
     v.maxValue(max, `must be between ${min} and ${max}`),
+  );
+  if (!def.auto) return num;
+  return v.pipe(
+    v.string(),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      if (dataset.value.toLowerCase() === "auto") return "auto";
+      const r = v.safeParse(num, dataset.value, { abortEarly: true });
+      if (r.success) return r.output;
+      addIssue({ message: r.issues[0].message });
+      return NEVER;
+    }),
   );
 }
 

@@ -36,6 +36,8 @@ export interface SettingDef {
   /** int: inclusive bounds */
   readonly min?: number;
   readonly max?: number;
+  /** int: the word "auto" is accepted too (the value is then the string "auto") */
+  readonly auto?: boolean;
   /** duration: 0 is meaningful (see doc); otherwise a duration must be > 0 */
   readonly allowZero?: boolean;
   /** string: the value must match (an empty value never reaches this: empty = use the default) */
@@ -104,7 +106,15 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "jobTimeoutMs",
     default: "15m",
     kind: "duration",
-    doc: "How long one ComfyUI job may hold the GPU.",
+    doc: "How long one ComfyUI job may run; past it, a job ComfyUI still has is interrupted (the watchdog).",
+  },
+  {
+    key: "IMAGE_SESSION_MAX",
+    field: "imageSessionMaxMs",
+    default: "5m",
+    kind: "duration",
+    allowZero: true,
+    doc: "While LLM requests wait, how long an image session keeps admitting new image jobs (they queue in ComfyUI, the checkpoint stays loaded); 0 = one image job per GPU cycle.",
   },
   {
     key: "LLM_WAIT_TIMEOUT",
@@ -141,11 +151,12 @@ export const SETTINGS: readonly SettingDef[] = [
   {
     key: "BUSY_RETRY_AFTER",
     field: "busyRetryAfterS",
-    default: "30",
+    default: "auto",
     kind: "int",
+    auto: true,
     min: 0,
     max: 86_400,
-    doc: "Seconds sent as Retry-After on busy responses (both modes).",
+    doc: "Retry-After on busy responses (both modes): auto = estimated from the running image job, the jobs queued and the last free (1-300 s); or a fixed number of seconds.",
   },
   {
     key: "WARM_MODEL",
@@ -190,7 +201,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "historyPollIntervalMs",
     default: "1s",
     kind: "duration",
-    doc: "How often ComfyUI's /history/<id> is polled while an image job runs.",
+    doc: "How often ComfyUI's /queue and /history/<id> are read while an image job runs (a lost job is noticed within two reads).",
   },
   {
     key: "FREE_POLL_INTERVAL",

@@ -14,12 +14,14 @@ export interface Config {
   comfyUrl: string;
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
+  imageSessionMaxMs: number;
   llmWaitTimeoutMs: number;
   /** 0 = no limit */
   llmIdleTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
-  busyRetryAfterS: number;
+  /** "auto" = estimated per answer (jobs/busy-estimate.ts) */
+  busyRetryAfterS: number | "auto";
   warmModel: string;
   logLevel: LogLevel;
   logFormat: LogFormat;

@@ -124,7 +124,7 @@ function jobNarrator(tl: Timeline): (e: ImageJobEvent) => void {
     const who = `image job ${"jobId" in e ? e.jobId : ""}`.trim();
     switch (e.phase) {
       case "acquired":
-        return tl.event(who, `got the GPU after waiting ${secs(e.waitedMs)}`, "image");
+        return tl.event(who, e.joined ? `joined the image session after ${secs(e.waitedMs)}` : `got the GPU after waiting ${secs(e.waitedMs)}`, "image");
       case "unloaded":
         return tl.event(who, `Ollama emptied (${e.models.join(", ") || "nothing loaded"}) in ${secs(e.durationMs)}`, "image");
       case "forwarded":
@@ -140,7 +140,7 @@ function jobNarrator(tl: Timeline): (e: ImageJobEvent) => void {
           e.released ? "image" : "warn",
         );
       case "released":
-        return tl.event(who, `GPU released after ${secs(e.heldMs)} (${e.outcome})`, "image");
+        return tl.event(who, e.gpuReleased ? `GPU released after ${secs(e.heldMs)} (${e.outcome})` : `done after ${secs(e.heldMs)} (${e.outcome}); the session goes on`, "image");
       default:
         return;
     }
@@ -153,13 +153,13 @@ function gpuNarrator(tl: Timeline): (e: GpuEvent) => void {
     const used = `[VRAM ${gib(e.vramUsed)}]`;
     switch (e.kind) {
       case "loaded":
-        return tl.event("ollama", `loaded ${e.detail} ${used}`, "dim");
+        return e.tenant === "comfy" ? tl.event("comfyui", `checkpoint loaded (cold) ${used}`, "dim") : tl.event("ollama", `loaded ${e.detail} ${used}`, "dim");
       case "unloaded":
         return tl.event("ollama", `unloaded ${e.detail} ${used}`, "dim");
       case "job-start":
         return tl.event("comfyui", `job ${e.detail.slice(0, 8)} running`, "dim");
       case "hold":
-        return e.tenant === "comfy" ? tl.event("comfyui", `loaded its checkpoint ${used}`, "dim") : undefined;
+        return e.tenant === "comfy" ? tl.event("comfyui", `loading its checkpoint ${used}`, "dim") : undefined;
       case "freed":
         return tl.event("comfyui", `models unloaded ${used}`, "dim");
       case "overlap-start":
@@ -195,6 +195,10 @@ function printSummary(tl: Timeline, sims: SimPair, r: WorkloadResult, withTurnst
     const note = withTurnstile ? " (the longest waited for the image jobs)" : "";
     tl.text(`  first token after:    ${secs(Math.min(...firsts))} … ${secs(Math.max(...firsts))}${note}`);
   }
+  const longestWait = Math.max(0, ...r.chats.map((c) => c.r.firstTokenMs ?? (c.r.aborted ? c.r.totalMs : 0)));
+  tl.text(`  longest LLM wait:     ${secs(longestWait)} until the first token`);
+  tl.text(`  makespan:             ${secs(r.makespanMs)}`);
+  tl.text(`  checkpoint loads:     ${sims.comfy.checkpointLoads()}, /free calls: ${sims.comfy.calls.filter((c) => /^(\/api)?\/free$/.test(c.path)).length}`);
   tl.text(`  VRAM oversubscribed:  ${over.length} time(s)`, over.length ? "warn" : "ok");
   tl.text(`  GPU overlaps: ${overlaps.length}`, overlaps.length ? "warn" : "ok");
   return overlaps.length;

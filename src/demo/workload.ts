@@ -1,7 +1,8 @@
 /**
  * The scripted workload, the same with or without the turnstile: streaming chats from several
  * clients, an embedding batch, an image job arriving mid-chat, a second one queued behind it, a
- * chat that arrives while the images run, and a client that gives up while waiting.
+ * burst of three more from a batch UI, a chat that arrives while the images run, and a client that
+ * gives up while waiting.
  */
 import { embed, generateImage, streamChat, type ChatResult, type ImageResult } from "./clients.ts";
 import { secs, type Timeline } from "./timeline.ts";
@@ -16,6 +17,8 @@ export interface WorkloadResult {
   chats: { who: string; r: ChatResult }[];
   embeds: { ok: number; failed: number };
   images: { who: string; r: ImageResult }[];
+  /** From the first request to the last answer. */
+  makespanMs: number;
 }
 
 const CHAT_MODEL = "qwen2.5:7b";
@@ -60,6 +63,7 @@ export async function runWorkload(t: Targets, tl: Timeline): Promise<WorkloadRes
     tl.event("rag-indexer", `${embeds.ok} batches embedded in ${secs(tl.elapsed() - t0)}`, embeds.failed ? "warn" : "ok");
   };
 
+  const t0 = tl.elapsed();
   await Promise.all([
     chat("alice", 0, "ollama"),
     chat("bob", 300, "openai"),
@@ -68,6 +72,7 @@ export async function runWorkload(t: Targets, tl: Timeline): Promise<WorkloadRes
     image("n8n", 1500, "a red bicycle in the rain", 7),
     chat("carol", 1800, "ollama"),
     chat("impatient", 2000, "openai", { giveUpMs: 2500 }),
+    ...["a fox in the snow", "a fox in the desert", "a fox in the city"].map((text, i) => image("batch-ui", 2400, text, 100 + i)),
   ]);
-  return { chats, embeds, images };
+  return { chats, embeds, images, makespanMs: tl.elapsed() - t0 };
 }

@@ -1,12 +1,14 @@
 /**
  * One image job, start to release, as one sequence (SPEC "Image job flow"):
  *
- *   acquireImage → unload Ollama and wait until /api/ps is empty → forward /prompt once →
- *   pass ComfyUI's answer back → (200 + prompt_id) wait for the job in /history → /free →
- *   wait until /system_stats shows the VRAM is back → release → optionally warm a chat model.
+ *   enter the image session (the job that opens it empties Ollama and waits until /api/ps is
+ *   empty; a joiner waits for that) → forward /prompt once → pass ComfyUI's answer back →
+ *   (200 + prompt_id) follow the job in /queue and /history (interrupting it past JOB_TIMEOUT) →
+ *   leave the session: the last job out calls /free and waits until /system_stats shows the VRAM
+ *   is back, then the lock is released → optionally warm a chat model.
  *
- * The lock is held until ComfyUI has really finished and really let go of the memory, not until
- * /prompt returned (which only means "queued"). Every path releases the lease exactly once.
+ * The GPU is held until ComfyUI has really finished and really let go of the memory, not until
+ * /prompt returned (which only means "queued"). Every path leaves the session exactly once.
  */
 import type { ComfyClient } from "../comfy/client.ts";
 import { vramReleased } from "../comfy/client.ts";
@@ -17,17 +19,13 @@ import { errorResponse } from "../proxy/dialect.ts";
 import { forward, relayResponse, type Hold, type RetryPolicy } from "../proxy/forward.ts";
 import { describeFetchError } from "../proxy/upstream-errors.ts";
 import { captureHead, findPromptId } from "./capture.ts";
-import type { JobListener, JobOutcome } from "./events.ts";
+import type { JobEnd, JobListener, JobOutcome } from "./events.ts";
+import { awaitStubbornJob, followJob, stopJob } from "./follow.ts";
+import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
 
-export interface ImageLease {
-  release(): void;
-  readonly waitedMs: number;
-}
-
-/** The part of the GPU lock an image job uses. */
+/** The part of the GPU lock an image job uses directly (the image side goes through `sessions`). */
 export interface ImageLock {
-  acquireImage(signal?: AbortSignal): Promise<ImageLease>;
   tryAcquireLLM(): { release(): void } | null;
   readonly state: string;
 }
@@ -48,6 +46,7 @@ export interface ImageJobSettings {
 
 export interface ImageJobDeps {
   lock: ImageLock;
+  sessions: ImageSessions;
   comfy: ComfyClient;
   /** Absent when OLLAMA_URL is empty: nothing to unload or warm. */
   ollama: OllamaClient | undefined;
@@ -59,47 +58,57 @@ export interface ImageJobDeps {
 let nextJobId = 1;
 
 export async function handleImageJob(req: Request, clientIp: string | undefined, deps: ImageJobDeps): Promise<Response> {
-  const { lock, settings, emit } = deps;
+  const { sessions, settings, emit } = deps;
   const jobId = nextJobId++;
   const clientSignal = req.signal;
-  let lease: ImageLease | undefined;
+  let lease: SessionTicket | undefined;
+  let promptId: string | undefined;
   let acquiredAt = 0;
   let heldMs = 0;
   let everHeld = false;
   let reported = false;
 
-  // Gives the GPU back; idempotent. Between attempts (ComfyUI refused the connection) that is all.
-  const giveBack = () => {
-    if (!lease) return;
+  // Leaves the image session; idempotent. Between attempts (ComfyUI refused the connection) that
+  // is all — unless this job is the session's last and ComfyUI ran others in it: then it frees
+  // ComfyUI first. Resolves true when the GPU was handed on.
+  let left: Promise<boolean> = Promise.resolve(false);
+  const giveBack = (): Promise<boolean> => {
+    if (!lease) return left;
     const l = lease;
     lease = undefined;
-    l.release();
-    heldMs = performance.now() - acquiredAt;
+    left = l.leave(() => freeComfy(jobId, promptId, deps)).then((ended) => {
+      heldMs = performance.now() - acquiredAt;
+      return ended;
+    });
+    // A last job out may free ComfyUI first: that is work the turnstile still owes.
+    void deps.tracker.run({ jobId, promptId, since: Date.now() }, () => left.then(() => {}));
+    return left;
   };
   // The job's end: reported once per job, not once per attempt — a job that found ComfyUI down
   // five times and then completed was counted as five upstream_error jobs plus one completed.
   // A client that left before the GPU was ever granted leaves no trace.
-  const release = (outcome: JobOutcome, promptId?: string) => {
-    giveBack();
-    if (!everHeld || reported) return;
+  const release = async (outcome: JobOutcome): Promise<boolean> => {
+    const gpuReleased = await giveBack();
+    if (!everHeld || reported) return gpuReleased;
     reported = true;
-    emit({ phase: "released", jobId, promptId, outcome, heldMs });
+    emit({ phase: "released", jobId, promptId, outcome, heldMs, gpuReleased });
+    return gpuReleased;
   };
 
   // Taken before every attempt to reach ComfyUI. If ComfyUI is down the attempt fails, the GPU is
   // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
   const acquire = async (): Promise<Hold> => {
-    const l = await lock.acquireImage(clientSignal);
+    const l = await sessions.enter(clientSignal, () => unloadOllama(jobId, deps));
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();
-    emit({ phase: "acquired", jobId, waitedMs: l.waitedMs });
-    await unloadOllama(jobId, deps);
+    emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession });
+    await l.ready();
     if (clientSignal.aborted) {
       release("client_gone");
       throw clientSignal.reason;
     }
-    return { release: giveBack };
+    return { release: () => void giveBack() };
   };
 
   // Once the body is on its way ComfyUI may queue the job whatever the client does, so the
@@ -157,17 +166,20 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
 
   const captured = captureHead(res.body, settings.promptCaptureLimit);
   void captured.head.then((head) => {
-    const promptId = findPromptId(head);
+    promptId = findPromptId(head);
     emit({ phase: "forwarded", jobId, status: res.status, promptId, durationMs: performance.now() - started });
-    if (!promptId) return release("no_prompt_id");
-    void deps.tracker.run({ jobId, promptId, since: Date.now() }, async () => {
+    if (!promptId) return void release("no_prompt_id");
+    lease?.accepted();
+    const id = promptId;
+    void deps.tracker.run({ jobId, promptId: id, since: Date.now() }, async () => {
       let outcome: JobOutcome = "failed";
+      const followed = sessions.follow(id);
       try {
-        outcome = await finishJob(jobId, promptId, deps);
+        outcome = await followToEnd(jobId, id, deps);
       } finally {
-        release(outcome, promptId);
+        followed.done();
       }
-      await warm(deps);
+      if (await release(outcome)) await warm(deps);
     });
   });
   return relayResponse(res, captured.body);
@@ -192,16 +204,44 @@ async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error });
 }
 
-/** Wait for the job, free ComfyUI's memory and confirm it came back. Returns the job's outcome. */
-async function finishJob(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
-  const { comfy, settings, emit } = deps;
-  const t0 = performance.now();
-  const end = await comfy.waitJob(promptId, {
-    deadline: Date.now() + settings.jobTimeoutMs,
-    pollMs: settings.historyPollIntervalMs,
-  });
-  emit({ phase: "finished", jobId, promptId, end, durationMs: performance.now() - t0 });
+const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
+  success: "completed",
+  error: "failed",
+  lost: "lost",
+  timeout: "timeout",
+  interrupted: "timeout",
+  not_stopped: "timeout",
+};
 
+/**
+ * Wait until ComfyUI is done with the job. Past JOB_TIMEOUT a job it still runs or queues is
+ * interrupted (the watchdog); one that will not stop keeps the GPU for one more JOB_TIMEOUT with
+ * the interrupt repeated, and is then handed on with an error line: bounded either way.
+ */
+async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
+  const { comfy, settings, emit, sessions } = deps;
+  const t0 = performance.now();
+  const seen = await followJob(comfy, promptId, {
+    timeoutMs: settings.jobTimeoutMs,
+    pollMs: settings.historyPollIntervalMs,
+    isOurs: (id) => sessions.owns(id),
+  });
+  let end: JobEnd;
+  if (seen.end === "overrun") {
+    const stop = { stopTimeoutMs: settings.freeTimeoutMs, pollMs: settings.historyPollIntervalMs };
+    if (await stopJob(comfy, promptId, seen.place, stop)) end = "interrupted";
+    else {
+      emit({ phase: "unstoppable", jobId, promptId, graceMs: settings.jobTimeoutMs });
+      end = (await awaitStubbornJob(comfy, promptId, settings.jobTimeoutMs, stop)) ? "interrupted" : "not_stopped";
+    }
+  } else end = seen.end;
+  emit({ phase: "finished", jobId, promptId, end, durationMs: performance.now() - t0 });
+  return OUTCOME_OF[end];
+}
+
+/** /free, then poll /system_stats until the VRAM is back or FREE_TIMEOUT passes. Never throws. */
+async function freeComfy(jobId: number, promptId: string | undefined, deps: ImageJobDeps): Promise<void> {
+  const { comfy, settings, emit } = deps;
   const f0 = performance.now();
   const deadline = Date.now() + settings.freeTimeoutMs;
   let vramBefore: number | undefined;
@@ -237,7 +277,6 @@ async function finishJob(jobId: number, promptId: string, deps: ImageJobDeps): P
         : describeFetchError(err);
   }
   emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, vramBefore, vramAfter, released, error });
-  return end === "success" ? "completed" : end === "error" ? "failed" : "timeout";
 }
 
 /** WARM_MODEL: reload the chat model once the GPU is idle. It loads a model, so it holds an LLM slot. */

@@ -1,4 +1,4 @@
-import type { GpuLockOptions, GpuState, Lease, LeaseKind, LockEvent, LockSnapshot } from "./types.ts";
+import type { GpuLockOptions, GpuState, ImageLease, Lease, LeaseKind, LockEvent, LockSnapshot } from "./types.ts";
 
 /**
  * The two-mode, writer-preferring lock of the SPEC: "readers" are LLM requests (any number at
@@ -30,14 +30,27 @@ import type { GpuLockOptions, GpuState, Lease, LeaseKind, LockEvent, LockSnapsho
  *
  * Ids: every acquireLLM/acquireImage call takes the next id (starting at 1), even one that
  * rejects at once; tryAcquireLLM takes one only when it returns a lease.
+ *
+ * Image sessions (`imageSessionMaxMs` > 0): the first image grant opens a session, and while it
+ * is open every further image job joins it at once (ComfyUI queues them itself); the state stays
+ * `image` until the session's last lease is released. A session stops admitting when its holder
+ * closes it (`closeIfLast`, before the final /free) or, while LLM requests wait, once it has
+ * lasted `imageSessionMaxMs`; image jobs that arrive then queue. Between a session and waiting LLM
+ * requests the order is FIFO by call: when a session ends, the LLM requests that called before
+ * the first queued image job go first, and that image job opens the next session once they have
+ * drained. With `imageSessionMaxMs` 0 (the default) every image job is its own session and the
+ * image priority above holds unchanged.
  */
 export class GpuLock {
   readonly #now: () => number;
   readonly #onListenerError: (error: unknown, event: LockEvent) => void;
   readonly #listeners = new Set<(e: LockEvent) => void>();
 
+  readonly #sessionMaxMs: number;
+
   #llmInflight = 0;
-  #imageHeld = false;
+  /** The image session holding the GPU, if any. */
+  #session: Session | undefined;
   readonly #imageQueue: Waiter[] = [];
   readonly #llmQueue: Waiter[] = [];
   /** The state last announced; equal to #derive() between steps. */
@@ -53,6 +66,7 @@ export class GpuLock {
   constructor(opts: GpuLockOptions = {}) {
     this.#now = opts.now ?? (() => performance.now());
     this.#onListenerError = opts.onListenerError ?? (() => {});
+    this.#sessionMaxMs = opts.imageSessionMaxMs ?? 0;
   }
 
   get state(): GpuState {
@@ -97,12 +111,13 @@ export class GpuLock {
     return lease;
   }
 
-  acquireImage(signal?: AbortSignal): Promise<Lease> {
+  acquireImage(signal?: AbortSignal): Promise<ImageLease> {
     const id = this.#nextId++;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const at = this.#now();
-    // Queue first, then dispatch: an idle GPU grants at once, otherwise the queue blocks new LLMs.
-    const promise = this.#enqueue(this.#imageQueue, "image", id, at, signal);
+    // Queue first, then dispatch: an idle GPU or an open session grants at once, otherwise the
+    // queue blocks new LLMs.
+    const promise = this.#enqueue(this.#imageQueue, "image", id, at, signal) as Promise<ImageLease>;
     this.#dispatch(at);
     this.#finish(at);
     return promise;
@@ -110,11 +125,18 @@ export class GpuLock {
 
   #llmMayEnter(): boolean {
     // While LLMs wait an image is held or pending, so this also keeps LLMs from overtaking them.
-    return !this.#imageHeld && this.#imageQueue.length === 0;
+    return this.#session === undefined && this.#imageQueue.length === 0;
+  }
+
+  /** Whether an image job may join the running session now (see the class comment). */
+  #joinable(at: number): boolean {
+    const s = this.#session;
+    if (s === undefined || s.closing || this.#sessionMaxMs <= 0) return false;
+    return this.#llmQueue.length === 0 || at - s.startedAt < this.#sessionMaxMs;
   }
 
   #derive(): GpuState {
-    if (this.#imageHeld) return "image";
+    if (this.#session) return "image";
     return this.#llmInflight > 0 ? "llm" : "idle";
   }
 
@@ -132,16 +154,38 @@ export class GpuLock {
   /** Grants everything that has become grantable. Idempotent between steps. */
   #dispatch(at: number): void {
     for (;;) {
-      if (this.#imageHeld) return;
+      this.#dispatchImages(at);
+      if (this.#session) return;
+      // No session: the waiting LLM requests go at once, except those behind an image job — with
+      // sessions, those that called after it; without, all of them (image priority).
       const head = this.#imageQueue[0];
-      if (head === undefined) break;
-      if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
-      this.#imageQueue.shift();
-      if (this.#grant(head, at)) return;
-      // head had aborted without our listener having run yet: try the next image.
+      const firstImage = head === undefined ? Infinity : this.#sessionMaxMs > 0 ? head.id : -Infinity;
+      let n = 0;
+      while (n < this.#llmQueue.length && this.#llmQueue[n]!.id < firstImage) n++;
+      if (n === 0) return;
+      for (const waiter of this.#llmQueue.splice(0, n)) this.#grant(waiter, at);
+      // All of them had aborted unseen: the image job behind them may go now.
+      if (this.#llmInflight > 0) return;
     }
-    // No image held or pending: every waiting LLM request goes at once.
-    for (const waiter of this.#llmQueue.splice(0)) this.#grant(waiter, at);
+  }
+
+  #dispatchImages(at: number): void {
+    for (;;) {
+      const head = this.#imageQueue[0];
+      if (this.#session) {
+        if (head === undefined || !this.#joinable(at)) return;
+        this.#imageQueue.shift();
+        this.#grant(head, at);
+        continue;
+      }
+      if (head === undefined) return;
+      if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
+      // Sessions: LLM requests that called before this image job go first (FIFO between them).
+      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < head.id) return;
+      this.#imageQueue.shift();
+      if (this.#grant(head, at) && this.#sessionMaxMs <= 0) return;
+      // head had aborted without our listener having run yet, or it opened a session others may join.
+    }
   }
 
   /** Settles a dequeued waiter: granted (true) or, if its signal already aborted, rejected (false). */
@@ -159,17 +203,32 @@ export class GpuLock {
   }
 
   #take(kind: LeaseKind, id: number, calledAt: number, at: number): Lease {
-    if (kind === "llm") this.#llmInflight++;
-    else this.#imageHeld = true;
     const waitedMs = at - calledAt;
     this.#grants.push({ type: "acquired", kind, waitedMs, id });
-    return new GrantedLease(kind, waitedMs, id, () => this.#release(kind, id, at));
+    const release = () => this.#release(kind, id, at);
+    if (kind === "llm") {
+      this.#llmInflight++;
+      return new GrantedLease(kind, waitedMs, id, release);
+    }
+    const opens = this.#session === undefined;
+    const session = (this.#session ??= { id, startedAt: at, members: 0, closing: false });
+    session.members++;
+    const lease = new GrantedLease(kind, waitedMs, id, release) as GrantedLease & ImageLease;
+    return Object.assign(lease, {
+      opensSession: opens,
+      sessionId: session.id,
+      closeIfLast: () => {
+        if (lease.released || session.members !== 1) return false;
+        session.closing = true;
+        return true;
+      },
+    });
   }
 
   #release(kind: LeaseKind, id: number, grantedAt: number): void {
     const at = this.#now();
     if (kind === "llm") this.#llmInflight--;
-    else this.#imageHeld = false;
+    else if (--this.#session!.members === 0) this.#session = undefined;
     this.#causes.push({ type: "released", kind, heldMs: at - grantedAt, id });
     this.#dispatch(at);
     this.#finish(at);
@@ -229,6 +288,16 @@ export class GpuLock {
   }
 }
 
+interface Session {
+  /** The id of the lease that opened it. */
+  readonly id: number;
+  readonly startedAt: number;
+  /** Image leases granted in this session and not yet released. */
+  members: number;
+  /** Closed by its last member: no one joins any more. */
+  closing: boolean;
+}
+
 interface Waiter {
   readonly kind: LeaseKind;
   readonly id: number;
@@ -252,6 +321,10 @@ class GrantedLease implements Lease {
     this.waitedMs = waitedMs;
     this.id = id;
     this.#onRelease = onRelease;
+  }
+
+  get released(): boolean {
+    return this.#onRelease === undefined;
   }
 
   release(): void {

@@ -14,6 +14,20 @@ export interface Lease {
   release(): void;
 }
 
+/** An image lease: one job's place in an image session (see GpuLock). */
+export interface ImageLease extends Lease {
+  /** This grant opened the session: the GPU was handed over for it (Ollama must be emptied). */
+  readonly opensSession: boolean;
+  /** The session's number: the id of the lease that opened it. */
+  readonly sessionId: number;
+  /**
+   * When this is the session's only lease left, closes the session to newcomers and returns true:
+   * the caller frees ComfyUI, then releases, which ends the session. Otherwise false (and the
+   * release just leaves the session).
+   */
+  closeIfLast(): boolean;
+}
+
 export interface LockSnapshot {
   state: GpuState;
   llmInflight: number;
@@ -31,6 +45,11 @@ export type LockEvent =
   | { type: "abandoned"; kind: LeaseKind; waitedMs: number; reason: unknown; id: number };
 
 export interface GpuLockOptions {
+  /**
+   * IMAGE_SESSION_MAX: while LLM requests wait, how long an image session admits new image jobs.
+   * 0 (default) = one image job per session.
+   */
+  imageSessionMaxMs?: number;
   /** Clock in milliseconds. Default `performance.now()`. */
   now?: () => number;
   /**

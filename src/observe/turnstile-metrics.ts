@@ -61,6 +61,10 @@ export interface TurnstileMetrics {
   readonly contentType: string;
   /** Finished image jobs by outcome (every outcome present from the start, at 0). */
   readonly imageJobs: Counter<{ outcome: ImageJobOutcome }>;
+  /** Image sessions that ran ComfyUI jobs (one GPU cycle in the image state each). */
+  readonly imageSessions: Counter;
+  /** ComfyUI jobs per image session. */
+  readonly sessionJobs: Histogram;
   /** Seconds an acquisition waited for the lock; fed by attachLock(). */
   readonly lockWait: Histogram<{ kind: LockKind }>;
   /** Seconds from starting the Ollama unload until /api/ps was empty (or gave up). */
@@ -115,6 +119,15 @@ export function createTurnstileMetrics(opts: TurnstileMetricsOptions): Turnstile
     help: "Image jobs by outcome.",
     labelNames: ["outcome"],
     initLabels: IMAGE_JOB_OUTCOMES.map((outcome) => ({ outcome })),
+  });
+  const imageSessions = registry.counter({
+    name: "gpu_turnstile_image_sessions_total",
+    help: "Image sessions that ran ComfyUI jobs (each: one Ollama unload, one /free).",
+  });
+  const sessionJobs = registry.histogram({
+    name: "gpu_turnstile_image_session_jobs",
+    help: "ComfyUI jobs per image session.",
+    buckets: [1, 2, 3, 5, 10, 20, 50],
   });
   const lockWait = registry.histogram<{ kind: LockKind }>({
     name: "gpu_turnstile_lock_wait_seconds",
@@ -183,6 +196,8 @@ export function createTurnstileMetrics(opts: TurnstileMetricsOptions): Turnstile
     registry,
     contentType: PROMETHEUS_CONTENT_TYPE,
     imageJobs,
+    imageSessions,
+    sessionJobs,
     lockWait,
     unloadSeconds,
     jobSeconds,

@@ -84,7 +84,8 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
   return (e) => {
     switch (e.phase) {
       case "acquired":
-        log.info(`image job ${e.jobId}: GPU acquired after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
+        if (e.joined) log.info(`image job ${e.jobId}: joined the image session after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
+        else log.info(`image job ${e.jobId}: GPU acquired after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
         return;
       case "unloaded":
         metrics.unloadSeconds.observe({}, e.durationMs / 1000);
@@ -115,18 +116,27 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         return;
       case "finished": {
         metrics.jobSeconds.observe({}, e.durationMs / 1000);
-        const line = `image job ${e.jobId}: prompt ${e.end === "timeout" ? "not seen finished within JOB_TIMEOUT" : e.end}`;
         const fields = { job: e.jobId, prompt_id: e.promptId, job_time: ms(e.durationMs) };
-        if (e.end === "timeout") log.warn(line, fields);
-        else log.info(line, fields);
+        const prefix = `image job ${e.jobId}: prompt`;
+        if (e.end === "timeout") log.warn(`${prefix} not seen finished within JOB_TIMEOUT`, fields);
+        else if (e.end === "lost") log.warn(`${prefix} lost: ComfyUI no longer has it (restarted?)`, fields);
+        else if (e.end === "interrupted") log.warn(`${prefix} ran past JOB_TIMEOUT and was interrupted`, fields);
+        else if (e.end === "not_stopped") log.error(`${prefix} still running after /interrupt and another JOB_TIMEOUT; handing the GPU on anyway`, fields);
+        else log.info(`${prefix} ${e.end}`, fields);
         return;
       }
+      case "unstoppable":
+        log.error(`image job ${e.jobId}: prompt did not stop within FREE_TIMEOUT of /interrupt; keeping the GPU up to ${ms(e.graceMs)} more`, {
+          job: e.jobId,
+          prompt_id: e.promptId,
+        });
+        return;
       case "freed": {
         metrics.freeSeconds.observe({}, e.durationMs / 1000);
         if (e.vramBefore !== undefined && e.vramAfter !== undefined) metrics.vramReclaimedBytes.set({}, Math.max(0, e.vramBefore - e.vramAfter));
         const fields = {
           job: e.jobId,
-          prompt_id: e.promptId,
+          prompt_id: e.promptId ?? "-",
           free: ms(e.durationMs),
           vram_before: mib(e.vramBefore),
           vram_after: mib(e.vramAfter),
@@ -137,11 +147,16 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
       }
       case "released":
         metrics.imageJobs.inc({ outcome: e.outcome });
-        log.info(`image job ${e.jobId}: GPU released (${e.outcome})`, {
+        log.info(e.gpuReleased ? `image job ${e.jobId}: GPU released (${e.outcome})` : `image job ${e.jobId}: done (${e.outcome}); its image session goes on`, {
           job: e.jobId,
           prompt_id: e.promptId ?? "-",
           held: ms(e.heldMs),
         });
+        return;
+      case "session_ended":
+        metrics.imageSessions.inc({});
+        metrics.sessionJobs.observe({}, e.jobs);
+        log.info(`image session ended: ${e.jobs} job${e.jobs === 1 ? "" : "s"} in ${ms(e.durationMs)}`, { jobs: e.jobs });
         return;
       case "warmed":
         if (e.error) log.warn(`warm-up of ${e.model} failed`, { model: e.model, reason: e.error });

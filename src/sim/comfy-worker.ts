@@ -23,6 +23,8 @@ export interface JobInfo {
 
 export interface WorkerOptions {
   jobMs: number;
+  /** Loading the checkpoint cold (after a /free that unloaded it), before the first node runs. */
+  loadMs: number;
   modelBytes: number;
   freeDelayMs: number;
   /** History never shows finished jobs (a ComfyUI that restarted and forgot them). */
@@ -61,6 +63,8 @@ export class ComfyWorker {
   private modelsHold: Hold | undefined;
   private wake: (() => void) | undefined;
   private seq = 0;
+  /** How often the checkpoint was loaded cold. */
+  checkpointLoads = 0;
   private imageCounter = 0;
   private readonly done: Promise<void>;
 
@@ -239,7 +243,15 @@ export class ComfyWorker {
     job.startedAt = this.gpu.now();
     this.gpu.note("job-start", "comfy", id);
     // Loading the checkpoint is the first thing a job does; later jobs reuse the cached models.
-    this.modelsHold ??= this.gpu.acquire("comfy", id, this.opts.modelBytes);
+    // Cold it takes loadMs (a real SDXL checkpoint is ~7 GB read from disk); the memory is held
+    // from the start of the load.
+    if (!this.modelsHold) {
+      this.modelsHold = this.gpu.acquire("comfy", id, this.opts.modelBytes);
+      this.checkpointLoads++;
+      this.gpu.note("load-start", "comfy", id);
+      await this.timers.sleep(this.opts.loadMs);
+      this.gpu.note("loaded", "comfy", id);
+    }
 
     const messages: Message[] = [];
     // execution.py add_message: recorded for /history, sent only when the prompt has a client

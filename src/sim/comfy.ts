@@ -19,6 +19,11 @@ export interface ComfySimOptions {
   gpu?: SimGpu;
   /** Run time of one job (default 300; `extra_data.sim_job_ms` overrides per prompt). */
   jobMs?: number;
+  /**
+   * Time to load the checkpoint cold: for the first job and after a /free that unloaded it
+   * (default half of jobMs — SDXL loads in a few seconds against a 5-10 s picture).
+   */
+  loadMs?: number;
   /** VRAM the checkpoint occupies from a job's start until /free (default 2.5 GiB). */
   modelBytes?: number;
   /** Time between the worker acting on /free and the memory being back (default 100). */
@@ -51,34 +56,37 @@ export interface ComfySim {
   /** Every accepted job (deleted pending ones excepted), in submission order. */
   jobs(): JobInfo[];
   runningJob(): JobInfo | undefined;
+  /** Cold checkpoint loads so far (each also shows on the GPU as load-start / loaded). */
+  checkpointLoads(): number;
   /** Open websocket clients. */
   sockets(): number;
   override(method: string, path: string, handler: OverrideHandler): () => void;
   clearCalls(): void;
+  /**
+   * The ComfyUI process dies: the port refuses connections, its memory goes back to the GPU, and
+   * its queue and history are gone. Recorded calls and overrides survive (they are the test's).
+   */
+  crash(): Promise<void>;
+  /** ComfyUI starts again on the same port, with an empty queue and history and no model cached. */
+  revive(): Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySim> {
   const hostname = loopbackOnly(opts.hostname);
   const gpu = opts.gpu ?? new SimGpu();
-  const timers = new Timers();
   const log = new CallLog(opts.recordCalls ?? true);
-  const hub = new SocketHub();
-  const files = new FileStore(opts.outputBytes ?? 64 * 1024);
-  const worker = new ComfyWorker(gpu, timers, hub, files, {
-    jobMs: opts.jobMs ?? 300,
-    modelBytes: opts.modelBytes ?? 2_684_354_560,
-    freeDelayMs: opts.freeDelayMs ?? 100,
-    forgetJobs: opts.forgetJobs ?? false,
-    outputBytes: opts.outputBytes ?? 64 * 1024,
-    previewBytes: opts.previewBytes ?? 0,
-    fail: opts.failJobs,
-  });
   const checkOrigin = opts.checkOrigin ?? true;
   const wsEcho = opts.wsEcho ?? false;
-  let port = 0;
+  let port = opts.port ?? 0;
 
-  const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port });
+  /** One life of the ComfyUI process: everything a crash loses. */
+  interface Life {
+    timers: Timers;
+    hub: SocketHub;
+    worker: ComfyWorker;
+    server: Bun.Server<WsData>;
+  }
 
   /** create_origin_only_middleware: a browser on another site must not reach a loopback ComfyUI. */
   function originRejected(req: Request): boolean {
@@ -106,97 +114,134 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     return hostDomain !== "" && originDomain !== "" && hostDomain !== originDomain;
   }
 
-  async function handle(req: Request, server: Bun.Server<WsData>): Promise<Response | undefined> {
-    const url = new URL(req.url);
-    const isUpgrade = req.headers.get("upgrade")?.toLowerCase() === "websocket";
-    const body = isUpgrade ? new Uint8Array(0) : await readBody(req);
-    log.record(req, url, body);
-    const injected = await log.runOverrides(req, url, body);
-    if (injected) return injected;
-    if (originRejected(req)) return empty(403);
-    if (req.method === "OPTIONS") return empty(200);
+  function boot(): Life {
+    const timers = new Timers();
+    const hub = new SocketHub();
+    const files = new FileStore(opts.outputBytes ?? 64 * 1024);
+    const worker = new ComfyWorker(gpu, timers, hub, files, {
+      jobMs: opts.jobMs ?? 300,
+      loadMs: opts.loadMs ?? Math.round((opts.jobMs ?? 300) / 2),
+      modelBytes: opts.modelBytes ?? 2_684_354_560,
+      freeDelayMs: opts.freeDelayMs ?? 100,
+      forgetJobs: opts.forgetJobs ?? false,
+      outputBytes: opts.outputBytes ?? 64 * 1024,
+      previewBytes: opts.previewBytes ?? 0,
+      fail: opts.failJobs,
+    });
+    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port });
 
-    const path = routedPath(url.pathname);
-    if (path === undefined) return text(400, "400: Bad Request");
-    if (path === "/ws" || path === "/api/ws") {
-      if (req.method !== "GET" && req.method !== "HEAD") return methodNotAllowed("GET, HEAD");
-      const sid = url.searchParams.get("clientId") || randomUUID().replace(/-/g, "");
-      if (server.upgrade(req, { data: { sid, first: true } })) return undefined;
-      return text(400, 'No WebSocket UPGRADE hdr: None\n Can "Upgrade" only to "WebSocket".');
+    async function handle(req: Request, server: Bun.Server<WsData>): Promise<Response | undefined> {
+      const url = new URL(req.url);
+      const isUpgrade = req.headers.get("upgrade")?.toLowerCase() === "websocket";
+      const body = isUpgrade ? new Uint8Array(0) : await readBody(req);
+      log.record(req, url, body);
+      const injected = await log.runOverrides(req, url, body);
+      if (injected) return injected;
+      if (originRejected(req)) return empty(403);
+      if (req.method === "OPTIONS") return empty(200);
+
+      const path = routedPath(url.pathname);
+      if (path === undefined) return text(400, "400: Bad Request");
+      if (path === "/ws" || path === "/api/ws") {
+        if (req.method !== "GET" && req.method !== "HEAD") return methodNotAllowed("GET, HEAD");
+        const sid = url.searchParams.get("clientId") || randomUUID().replace(/-/g, "");
+        if (server.upgrade(req, { data: { sid, first: true } })) return undefined;
+        return text(400, 'No WebSocket UPGRADE hdr: None\n Can "Upgrade" only to "WebSocket".');
+      }
+
+      const r = route(path);
+      if (!r) return text(404, "404: Not Found");
+      // aiohttp answers HEAD for every GET route.
+      const handler = r.methods[req.method] ?? (req.method === "HEAD" ? r.methods.GET : undefined);
+      if (!handler) return methodNotAllowed(Object.keys(r.methods).flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).join(", "));
+      try {
+        return await handler({ req, url, body, params: r.params });
+      } catch (e) {
+        if (e instanceof HandlerError) return serverError();
+        throw e;
+      }
     }
 
-    const r = route(path);
-    if (!r) return text(404, "404: Not Found");
-    // aiohttp answers HEAD for every GET route.
-    const handler = r.methods[req.method] ?? (req.method === "HEAD" ? r.methods.GET : undefined);
-    if (!handler) return methodNotAllowed(Object.keys(r.methods).flatMap((m) => (m === "GET" ? ["GET", "HEAD"] : [m])).join(", "));
-    try {
-      return await handler({ req, url, body, params: r.params });
-    } catch (e) {
-      if (e instanceof HandlerError) return serverError();
-      throw e;
-    }
+    const server = Bun.serve<WsData>({
+      hostname,
+      port,
+      idleTimeout: 0,
+      fetch: handle,
+      error: () => serverError(),
+      websocket: {
+        idleTimeout: 0,
+        sendPings: false, // aiohttp's WebSocketResponse sends no heartbeat by default
+        maxPayloadLength: 64 * 1024 * 1024,
+        open(ws: ServerWebSocket<WsData>) {
+          hub.add(ws);
+          ws.send(dumpsPy({ type: "status", data: { status: { exec_info: { queue_remaining: worker.queueRemaining() } }, sid: ws.data.sid } }));
+          const node = worker.runningNodeFor(ws.data.sid);
+          if (node !== undefined) ws.send(dumpsPy({ type: "executing", data: { node } }));
+        },
+        message(ws: ServerWebSocket<WsData>, message: string | Buffer) {
+          if (wsEcho) {
+            ws.send(message);
+            return;
+          }
+          if (typeof message !== "string") return;
+          const first = ws.data.first;
+          ws.data.first = false;
+          if (!first) return;
+          try {
+            const data = parsePy(message);
+            if (isDict(data) && data.get("type") === "feature_flags") hub.send("feature_flags", FEATURES, ws.data.sid);
+          } catch {
+            // ComfyUI logs and ignores undecodable client messages
+          }
+        },
+        close(ws: ServerWebSocket<WsData>) {
+          hub.remove(ws);
+        },
+      },
+    });
+    port = server.port as number;
+    return { timers, hub, worker, server };
   }
 
-  const server = Bun.serve<WsData>({
-    hostname,
-    port: opts.port ?? 0,
-    idleTimeout: 0,
-    fetch: handle,
-    error: () => serverError(),
-    websocket: {
-      idleTimeout: 0,
-      sendPings: false, // aiohttp's WebSocketResponse sends no heartbeat by default
-      maxPayloadLength: 64 * 1024 * 1024,
-      open(ws: ServerWebSocket<WsData>) {
-        hub.add(ws);
-        ws.send(dumpsPy({ type: "status", data: { status: { exec_info: { queue_remaining: worker.queueRemaining() } }, sid: ws.data.sid } }));
-        const node = worker.runningNodeFor(ws.data.sid);
-        if (node !== undefined) ws.send(dumpsPy({ type: "executing", data: { node } }));
-      },
-      message(ws: ServerWebSocket<WsData>, message: string | Buffer) {
-        if (wsEcho) {
-          ws.send(message);
-          return;
-        }
-        if (typeof message !== "string") return;
-        const first = ws.data.first;
-        ws.data.first = false;
-        if (!first) return;
-        try {
-          const data = parsePy(message);
-          if (isDict(data) && data.get("type") === "feature_flags") hub.send("feature_flags", FEATURES, ws.data.sid);
-        } catch {
-          // ComfyUI logs and ignores undecodable client messages
-        }
-      },
-      close(ws: ServerWebSocket<WsData>) {
-        hub.remove(ws);
-      },
-    },
-  });
-  port = server.port as number;
+  async function kill(l: Life): Promise<void> {
+    l.timers.stopAll();
+    l.hub.closeAll();
+    await l.server.stop(true);
+    await l.worker.shutdown();
+  }
 
+  let life: Life | undefined = boot();
+  /** Loads of earlier lives (before a crash). */
+  let loadsBefore = 0;
   let stopped: Promise<void> | undefined;
   return {
     url: baseUrl(hostname, port),
     port,
     gpu,
     calls: log.calls,
-    jobs: () => worker.jobs(),
-    runningJob: () => worker.running(),
-    sockets: () => hub.size,
+    jobs: () => life?.worker.jobs() ?? [],
+    runningJob: () => life?.worker.running(),
+    checkpointLoads: () => loadsBefore + (life?.worker.checkpointLoads ?? 0),
+    sockets: () => life?.hub.size ?? 0,
     override: (method, path, handler) => log.override(method, path, handler),
     clearCalls: () => log.clear(),
+    async crash() {
+      const l = life;
+      life = undefined;
+      loadsBefore += l?.worker.checkpointLoads ?? 0;
+      if (l) await kill(l);
+    },
+    async revive() {
+      if (stopped || life) return;
+      life = boot();
+    },
     stop() {
       stopped ??= (async () => {
-        timers.stopAll();
-        hub.closeAll();
-        await server.stop(true);
-        await worker.shutdown();
+        const l = life;
+        life = undefined;
+        if (l) await kill(l);
       })();
       return stopped;
     },
   };
 }
-

@@ -221,6 +221,8 @@ describe("values", () => {
   });
 
   test("ints and their bounds", () => {
+    expect(cfg({ BUSY_RETRY_AFTER: "Auto" }).busyRetryAfterS).toBe("auto");
+    expect(cfg({}).busyRetryAfterS).toBe("auto");
     expect(cfg({ LLM_BUSY_STATUS: "429", BUSY_RETRY_AFTER: "0", RETRY_BODY_LIMIT: "0" })).toMatchObject({
       llmBusyStatus: 429,
       busyRetryAfterS: 0,
@@ -284,7 +286,9 @@ describe("errors name the key, and file:line for a value from the file", () => {
       'config error: environment: UNLOAD_TIMEOUT: expected a duration like 500ms, 60s or 1h30m (missing unit in duration "10" (use ns, us, ms, s, m or h)), got "10"',
     );
     expect(msg({ LLM_BUSY_STATUS: "200" })).toBe('config error: environment: LLM_BUSY_STATUS: must be between 400 and 599, got "200"');
-    expect(msg({ BUSY_RETRY_AFTER: "-1" })).toBe('config error: environment: BUSY_RETRY_AFTER: expected a whole number, got "-1"');
+    expect(msg({ BUSY_RETRY_AFTER: "-1" })).toBe('config error: environment: BUSY_RETRY_AFTER: expected "auto" or a whole number, got "-1"');
+    expect(msg({ BUSY_RETRY_AFTER: "soon" })).toBe('config error: environment: BUSY_RETRY_AFTER: expected "auto" or a whole number, got "soon"');
+    expect(msg({ BUSY_RETRY_AFTER: "90000" })).toBe('config error: environment: BUSY_RETRY_AFTER: must be between 0 and 86400, got "90000"');
     expect(msg({ LOGLEVEL: "verbose" })).toBe('config error: environment: LOGLEVEL: expected "debug", "info", "warn" or "error", got "verbose"');
     expect(msg({ LOG_LEVEL: "verbose" })).toBe('config error: environment: LOG_LEVEL: expected "debug", "info", "warn" or "error", got "verbose"');
     expect(msg({ AUTO_UPDATE: "maybe" })).toBe('config error: environment: AUTO_UPDATE: expected "true" or "false", got "maybe"');
@@ -353,11 +357,12 @@ describe("describeConfig", () => {
       "COMFY_URL=",
       "UNLOAD_TIMEOUT=1m30s",
       "JOB_TIMEOUT=15m0s",
+      "IMAGE_SESSION_MAX=5m0s",
       "LLM_WAIT_TIMEOUT=10m0s",
       "LLM_IDLE_TIMEOUT=5m0s",
       "LLM_BUSY_MODE=wait",
       "LLM_BUSY_STATUS=503",
-      "BUSY_RETRY_AFTER=30",
+      "BUSY_RETRY_AFTER=auto",
       "WARM_MODEL=",
       "LOGLEVEL=info",
       "LOG_FORMAT=text",

@@ -24,13 +24,19 @@ test(
 
     expect(withT.code).toBe(0);
     expect(withT.out).toContain("summary (with the turnstile)");
-    expect(withT.out).toMatch(/images generated:\s+2 of 2/);
+    expect(withT.out).toMatch(/images generated:\s+5 of 5/);
+    // The burst shares one session: one cold checkpoint load, one /free.
+    expect(withT.out).toMatch(/checkpoint loads:\s+1, \/free calls: 1\n/);
+    expect(withT.out).toMatch(/makespan:\s+\d+\.\d\ds\n/);
+    expect(withT.out).toMatch(/longest LLM wait:\s+\d+\.\d\ds until the first token/);
     expect(withT.out).toMatch(/chats answered:\s+3 of 4, 1 client gave up while waiting/);
     expect(withT.out).toMatch(/GPU overlaps: 0\n/);
     expect(withT.out).toContain("VRAM oversubscribed:  0 time(s)");
     // The timeline shows the phases an operator cares about.
     expect(withT.out).toMatch(/image job 1 +Ollama emptied/);
-    expect(withT.out).toMatch(/image job 1 +ComfyUI freed its VRAM/);
+    // The images share one session: the others join it, and the last one out frees ComfyUI.
+    expect(withT.out.match(/image job \d +joined the image session/g)).toHaveLength(4);
+    expect(withT.out.match(/image job \d +ComfyUI freed its VRAM/g)).toHaveLength(1);
 
     expect(without.code).toBe(0);
     expect(without.out).toContain("summary (WITHOUT the turnstile)");

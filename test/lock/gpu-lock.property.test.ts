@@ -7,7 +7,7 @@
  */
 import { expect, test } from "bun:test";
 import { GpuLock } from "../../src/lock/index.ts";
-import type { Lease, LeaseKind, LockEvent } from "../../src/lock/index.ts";
+import type { ImageLease, Lease, LeaseKind, LockEvent } from "../../src/lock/index.ts";
 import { mulberry32 } from "../support/prng.ts";
 import { fakeClock, flush } from "./helpers.ts";
 
@@ -37,12 +37,21 @@ function check(cond: boolean, msg: string | (() => string)): asserts cond {
   if (!cond) throw new Violation(typeof msg === "string" ? msg : msg());
 }
 
-async function runSchedule(seed: number): Promise<number> {
+/**
+ * `sessionMaxMs` > 0 runs the lock with image sessions: image leases may then be held together
+ * (one session), joins follow the admission rule, and sessions and LLM requests are served FIFO.
+ */
+async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
   const rnd = mulberry32(seed);
   const pick = <T>(xs: readonly T[]): T | undefined => xs[Math.floor(rnd() * xs.length)];
   const clock = fakeClock(0);
   const listenerErrors: unknown[] = [];
-  const lock = new GpuLock({ now: clock.now, onListenerError: (err) => listenerErrors.push(err) });
+  const lock = new GpuLock({ now: clock.now, onListenerError: (err) => listenerErrors.push(err), imageSessionMaxMs: sessionMaxMs });
+  const sessions = sessionMaxMs > 0;
+  // The model of the running session: when it opened, and whether its last member closed it.
+  let sessionStart = 0;
+  let closing = false;
+  const firstWaiting = (kind: LeaseKind) => waitingBy[kind].values().next().value ?? Infinity;
 
   const calls = new Map<number, Call>();
   const heldLLM = new Set<number>();
@@ -76,14 +85,24 @@ async function runSchedule(seed: number): Promise<number> {
       check(!call.ac?.signal.aborted, `#${e.id} granted although its signal had aborted`);
       check(e.waitedMs === now - call.calledAt, `#${e.id} waitedMs ${e.waitedMs} != ${now - call.calledAt}`);
       if (e.kind === "image") {
-        check(heldImage.size === 0, `image #${e.id} granted while image ${[...heldImage]} held`);
         check(heldLLM.size === 0, `image #${e.id} granted with ${heldLLM.size} LLMs in flight`);
-        const first = waitingBy.image.values().next();
-        check(first.done || first.value >= e.id, () => `image #${e.id} granted before earlier waiting image #${first.value}`);
+        const first = firstWaiting("image");
+        check(first >= e.id, () => `image #${e.id} granted before earlier waiting image #${first}`);
+        if (heldImage.size > 0) {
+          check(sessions, `image #${e.id} granted while image ${[...heldImage]} held`);
+          check(!closing, `image #${e.id} joined a closed session`);
+          check(waitingBy.llm.size === 0 || now - sessionStart < sessionMaxMs, `image #${e.id} joined past IMAGE_SESSION_MAX with LLMs waiting`);
+        } else {
+          // A new session: FIFO against waiting LLM requests when sessions are on.
+          if (sessions) check(firstWaiting("llm") > e.id, () => `image #${e.id} opened a session before earlier LLM #${firstWaiting("llm")}`);
+          sessionStart = now;
+          closing = false;
+        }
         heldImage.add(e.id);
       } else {
         check(heldImage.size === 0, `LLM #${e.id} granted while an image is held`);
-        check(waitingBy.image.size === 0, `LLM #${e.id} granted while an image waits`);
+        if (sessions) check(firstWaiting("image") > e.id, () => `LLM #${e.id} granted before earlier image #${firstWaiting("image")}`);
+        else check(waitingBy.image.size === 0, `LLM #${e.id} granted while an image waits`);
         heldLLM.add(e.id);
       }
       waitingBy[e.kind].delete(e.id);
@@ -111,7 +130,7 @@ async function runSchedule(seed: number): Promise<number> {
     check(s.state === lock.state, at("snapshot.state != state"));
     check(s.state === lastState, at(`state ${s.state} but the last transition said ${lastState}`));
     check(!(s.state === "image" && s.llmInflight > 0), at("image with n > 0"));
-    check(heldImage.size <= 1, at("two images held"));
+    check(sessions || heldImage.size <= 1, at("two images held"));
     check(s.llmInflight === heldLLM.size, at(`n ${s.llmInflight} != ${heldLLM.size} LLM leases held`));
     const expected = heldImage.size > 0 ? "image" : heldLLM.size > 0 ? "llm" : "idle";
     check(s.state === expected, at(`state should be ${expected}`));
@@ -123,6 +142,10 @@ async function runSchedule(seed: number): Promise<number> {
     // Nobody waits for nothing: every waiter is blocked by something the rules name.
     check(imgWaiting === 0 || heldImage.size + heldLLM.size > 0, at("an image waits on a free GPU"));
     check(llmWaiting === 0 || heldImage.size > 0 || imgWaiting > 0, at("an LLM waits with no image ahead"));
+    if (sessions && heldImage.size === 0 && llmWaiting > 0) check(firstWaiting("image") < firstWaiting("llm"), at("an LLM waits behind a younger image"));
+    if (sessions && heldImage.size > 0 && imgWaiting > 0) {
+      check(closing || (llmWaiting > 0 && clock.now() - sessionStart >= sessionMaxMs), at("an image waits although the session admits"));
+    }
   };
 
   /** After a flush the callers must have seen every decided outcome. */
@@ -273,6 +296,17 @@ async function runSchedule(seed: number): Promise<number> {
       },
     ],
     [2, "advance clock", () => clock.advance(1 + Math.floor(rnd() * 50))],
+    [
+      sessions ? 2 : 0,
+      "closeIfLast",
+      () => {
+        const lease = pick(leases.filter((l): l is ImageLease => l.kind === "image"));
+        if (!lease) return;
+        const last = heldImage.size === 1;
+        check(lease.closeIfLast() === last, `closeIfLast of #${lease.id} with ${heldImage.size} image leases held`);
+        if (last) closing = true;
+      },
+    ],
   ];
   const total = ops.reduce((sum, [w]) => sum + w, 0);
 
@@ -320,6 +354,23 @@ test(`GpuLock invariants hold over ${RUNS} random schedules (base seed ${BASE_SE
       steps += await runSchedule(seed);
     } catch (err) {
       const msg = `schedule failed with seed ${seed} (replay: LOCK_PROP_SEED=${seed} LOCK_PROP_RUNS=1)`;
+      console.error(msg);
+      throw new Error(`${msg}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    }
+  }
+  expect(steps).toBeGreaterThanOrEqual(RUNS * 30);
+}, 60_000);
+
+test(`with image sessions: invariants, FIFO between sessions and LLM requests, every waiter served (${RUNS} schedules)`, async () => {
+  let steps = 0;
+  for (let i = 0; i < RUNS; i++) {
+    const seed = BASE_SEED + i;
+    // Session bounds around the clock's steps (1-50 ms), so both sides of IMAGE_SESSION_MAX occur.
+    const max = 1 + (seed % 97);
+    try {
+      steps += await runSchedule(seed, max);
+    } catch (err) {
+      const msg = `schedule failed with seed ${seed}, IMAGE_SESSION_MAX ${max} (replay: LOCK_PROP_SEED=${seed} LOCK_PROP_RUNS=1)`;
       console.error(msg);
       throw new Error(`${msg}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
     }

@@ -393,3 +393,82 @@ test("ids rise in call order; an immediate rejection takes one, a failed tryAcqu
   image.release();
   expect([image.id, (await llm).id, lock.tryAcquireLLM()?.id]).toEqual([2, 3, 4]);
 });
+
+describe("image sessions (imageSessionMaxMs > 0)", () => {
+  function sessionLock(maxMs = 100) {
+    const ctx = setup();
+    const lock = new GpuLock({ now: ctx.clock.now, imageSessionMaxMs: maxMs });
+    const events: LockEvent[] = [];
+    lock.onEvent((e) => events.push(e));
+    const transitions = () => events.flatMap((e) => (e.type === "transition" ? [`${e.from}->${e.to}`] : []));
+    return { lock, clock: ctx.clock, transitions };
+  }
+
+  test("image jobs join the running session at once; the GPU stays image until the last one leaves", async () => {
+    const { lock, transitions } = sessionLock();
+    const a = await granted(lock.acquireImage());
+    const b = await granted(lock.acquireImage());
+    expect([a.opensSession, b.opensSession]).toEqual([true, false]);
+    expect(a.closeIfLast()).toBe(false);
+    a.release();
+    expect(lock.state).toBe("image");
+    expect(b.closeIfLast()).toBe(true);
+    // Closed: a newcomer waits for the next session.
+    const c = track(lock.acquireImage());
+    await flush();
+    expect(c.current.status).toBe("pending");
+    b.release();
+    await flush();
+    expect(c.current.status).toBe("resolved");
+    if (c.current.status === "resolved") {
+      expect(c.current.value.opensSession).toBe(true);
+      c.current.value.release();
+    }
+    // The hand-over from one session to the next is one step: no idle in between.
+    expect(transitions()).toEqual(["idle->image", "image->idle"]);
+  });
+
+  test("with an LLM request waiting, joins stop once the session has lasted IMAGE_SESSION_MAX; then the LLM goes first", async () => {
+    const { lock, clock } = sessionLock(100);
+    const first = await granted(lock.acquireImage());
+    const llm = track(lock.acquireLLM());
+    clock.advance(99);
+    const joined = await granted(lock.acquireImage());
+    clock.advance(1);
+    const late = track(lock.acquireImage());
+    await flush();
+    expect(late.current.status).toBe("pending");
+    first.release();
+    joined.release();
+    await flush();
+    // FIFO: the LLM request called before the late image job.
+    expect(llm.current.status).toBe("resolved");
+    expect(late.current.status).toBe("pending");
+    if (llm.current.status === "resolved") llm.current.value.release();
+    await flush();
+    expect(late.current.status).toBe("resolved");
+  });
+
+  test("with no LLM request waiting, a session admits image jobs however long it lasts", async () => {
+    const { lock, clock } = sessionLock(100);
+    const first = await granted(lock.acquireImage());
+    clock.advance(10_000);
+    const later = await granted(lock.acquireImage());
+    expect(later.opensSession).toBe(false);
+    first.release();
+    later.release();
+    expect(lock.snapshot()).toEqual(idle);
+  });
+
+  test("imageSessionMaxMs 0: every image job is its own session", async () => {
+    const { lock } = setup();
+    const a = await granted(lock.acquireImage());
+    const b = track(lock.acquireImage());
+    await flush();
+    expect(b.current.status).toBe("pending");
+    expect(a.closeIfLast()).toBe(true);
+    a.release();
+    await flush();
+    expect(b.current.status).toBe("resolved");
+  });
+});

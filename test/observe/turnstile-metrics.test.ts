@@ -44,6 +44,8 @@ describe("turnstile metrics", () => {
       gpu_turnstile_llm_inflight: "gauge",
       gpu_turnstile_image_pending: "gauge",
       gpu_turnstile_image_jobs_total: "counter",
+      gpu_turnstile_image_sessions_total: "counter",
+      gpu_turnstile_image_session_jobs: "histogram",
       gpu_turnstile_lock_wait_seconds: "histogram",
       gpu_turnstile_unload_seconds: "histogram",
       gpu_turnstile_job_seconds: "histogram",
@@ -62,6 +64,8 @@ describe("turnstile metrics", () => {
     expect(sampleValue(p, "gpu_turnstile_busy_total", { reason: "wait_timeout" })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_busy_total", { reason: "reject" })).toBe(0);
     for (const reason of IDLE_REASONS) expect(sampleValue(p, "gpu_turnstile_llm_aborted_total", { reason })).toBe(0);
+    expect(sampleValue(p, "gpu_turnstile_image_sessions_total", {})).toBe(0);
+    expect(sampleValue(p, "gpu_turnstile_image_session_jobs_count", {})).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_lock_wait_seconds_count", { kind: "llm" })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_lock_wait_seconds_count", { kind: "image" })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_upstream_up", { upstream: "ollama" })).toBe(0);

@@ -389,6 +389,49 @@ describe("simulated ComfyUI: other routes (C7, C8)", () => {
     expect(isDict(parsePy(calls[0]!.bodyText))).toBe(true);
   });
 
+  test("the checkpoint loads cold (loadMs) for the first job and after a /free that unloaded it, not in between", async () => {
+    const s = await start({ jobMs: 40, loadMs: 200 });
+    const run = async () => {
+      const res = await post(`${s.url}/prompt`, promptBody({ prompt_id: undefined }));
+      const id = ((await res.json()) as { prompt_id: string }).prompt_id;
+      await waitFor(() => s.jobs().find((j) => j.id === id && j.state === "done"), "job done");
+      return s.jobs().find((j) => j.id === id)!;
+    };
+    const cold = await run();
+    const warm = await run();
+    expect(cold.endedAt! - cold.startedAt!).toBeGreaterThanOrEqual(200);
+    expect(warm.endedAt! - warm.startedAt!).toBeLessThan(200);
+    expect(s.checkpointLoads()).toBe(1);
+    await post(`${s.url}/free`, { unload_models: true });
+    await waitFor(() => s.gpu.vramUsed("comfy") === 0, "models unloaded");
+    const again = await run();
+    expect(again.endedAt! - again.startedAt!).toBeGreaterThanOrEqual(200);
+    expect(s.checkpointLoads()).toBe(2);
+    // The ledger holds the memory from the start of each load.
+    const holds = s.gpu.ledger.filter((h) => h.tenant === "comfy");
+    expect(holds).toHaveLength(2);
+    expect(holds[1]!.start).toBeLessThanOrEqual(again.startedAt! + 5);
+  });
+
+  test("crash and revive: the port refuses meanwhile, the memory goes back, queue and history start empty", async () => {
+    const s = await start({ jobMs: 5000 });
+    await post(`${s.url}/prompt`, REQUEST);
+    await waitFor(() => s.runningJob(), "running");
+    expect(s.gpu.vramUsed("comfy")).toBeGreaterThan(0);
+    const queued = (await pyBody(await fetch(`${s.url}/queue`))) as PyDict;
+    expect((queued.get("queue_running") as PyValue[]).length).toBe(1);
+    await s.crash();
+    expect(s.gpu.vramUsed()).toBe(0);
+    expect(await fetch(`${s.url}/queue`).catch((e: unknown) => e)).toBeInstanceOf(Error);
+    await s.revive();
+    const after = (await pyBody(await fetch(`${s.url}/queue`))) as PyDict;
+    expect(dumpsPy(after)).toBe(dumpsPy(parsePy('{"queue_running": [], "queue_pending": []}')));
+    expect(dumpsPy(await history(s, PROMPT_ID))).toBe("{}");
+    expect(s.jobs()).toEqual([]);
+    // Calls made before and after the crash are all in one record, as a test expects.
+    expect(s.calls.filter((c) => c.path === "/queue")).toHaveLength(2);
+  });
+
   test("stop closes sockets and refuses connections; the same port can be reused", async () => {
     const s = await startComfySim({ jobMs: 5000 });
     const port = s.port;

@@ -14,6 +14,7 @@
 import { afterEach, expect, test } from "bun:test";
 import { SimGpu, startComfySim, startOllamaSim, type ComfySim, type OllamaSim } from "../../../src/sim/index.ts";
 import { mulberry32 } from "../../support/prng.ts";
+import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { jobCounts, newPromptId, promptBody, type Stack, startStack, total } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -174,6 +175,8 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
         JOB_TIMEOUT: "20s",
         UNLOAD_TIMEOUT: "10s",
         FREE_TIMEOUT: "10s",
+        // Image sessions on (the default): image jobs join a running session.
+        IMAGE_SESSION_MAX: "5m",
       },
     });
     const ops = plan(SEED, OPS);
@@ -210,8 +213,9 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
     const jobs = comfy.jobs();
     expect(jobs.filter((j) => j.state === "queued" || j.state === "running")).toEqual([]);
     const counts = await jobCounts(s.t);
-    expect({ timeout: counts.timeout, upstream_error: counts.upstream_error, no_prompt_id: counts.no_prompt_id }).toEqual({
+    expect({ timeout: counts.timeout, lost: counts.lost, upstream_error: counts.upstream_error, no_prompt_id: counts.no_prompt_id }).toEqual({
       timeout: 0,
+      lost: 0,
       upstream_error: 0,
       no_prompt_id: 0,
     });
@@ -221,6 +225,11 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
     expect(total(counts)).toBe(forwarded.length + counts.client_gone);
     const imageOps = results.filter((r) => r.op.kind.startsWith("image")).length;
     expect(total(counts)).toBeLessThanOrEqual(imageOps);
+    // Sessions really happened: fewer sessions (and /free calls) than jobs ComfyUI ran.
+    const sessions = sampleValue(parseExposition(await (await fetch(`${s.t.comfyUrl}/metrics`)).text()), "gpu_turnstile_image_sessions_total", {})!;
+    expect(sessions).toBeGreaterThan(0);
+    expect(sessions).toBeLessThan(jobs.length);
+    expect(comfy.calls.filter((c) => c.path === "/free").length).toBe(sessions);
   });
 }, 30_000);
 

@@ -61,8 +61,13 @@ const json = (status: number, body: unknown) =>
 
 describe("the ComfyUI job is lost or outlives JOB_TIMEOUT", () => {
   test("JOB_TIMEOUT ends the wait with a warn line, still frees ComfyUI, then releases", async () => {
-    s = await startStack({ comfy: { forgetJobs: true }, env: { JOB_TIMEOUT: "300ms" } });
+    // ComfyUI answers neither /queue nor /history for the job: it can be neither seen finished
+    // nor stopped, so JOB_TIMEOUT is what ends the wait.
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
     const id = newPromptId();
+    const broken = () => new Response("500 Internal Server Error", { status: 500 });
+    s.comfy!.override("GET", "/queue", broken);
+    s.comfy!.override("GET", `/history/${id}`, broken);
     const res = await submit(s.t, promptBody(id));
     expect(res.status).toBe(200);
     await res.text();
@@ -72,6 +77,7 @@ describe("the ComfyUI job is lost or outlives JOB_TIMEOUT", () => {
     const free = callsTo(s.comfy!.calls, "/free")[0]!;
     expect(callsTo(s.comfy!.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(2);
     expect(free.at - prompt.at).toBeGreaterThanOrEqual(290);
+    expect(callsTo(s.comfy!.calls, "/interrupt")).toEqual([]);
     expect(warnLines(s.t, "not seen finished within JOB_TIMEOUT").filter((l) => l.includes(id))).toHaveLength(1);
     // /free did its work: the checkpoint left the GPU before the release.
     const released = s.transitions.find((x) => x.from === "image")!;
@@ -79,13 +85,13 @@ describe("the ComfyUI job is lost or outlives JOB_TIMEOUT", () => {
   });
 
   test("a job that waited longer than JOB_TIMEOUT for the GPU is still forwarded", async () => {
-    // The first job runs past JOB_TIMEOUT (its wait ends, the lock goes), so the second one has
-    // spent more than JOB_TIMEOUT queued at the lock before it is sent. JOB_TIMEOUT bounds
-    // ComfyUI's work, not the queue in front of it.
-    s = await startStack({ comfy: { forgetJobs: true }, env: { JOB_TIMEOUT: "300ms" } });
-    const first = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 20 }));
+    // The first job runs past JOB_TIMEOUT (the watchdog interrupts it, the lock goes), so the
+    // second one has spent more than JOB_TIMEOUT queued at the lock before it is sent.
+    // JOB_TIMEOUT bounds ComfyUI's work, not the queue in front of it.
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms", IMAGE_SESSION_MAX: "0" } });
+    const first = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 2000 }));
     await waitFor(() => callsTo(s!.comfy!.calls, "/prompt").length === 1, "first job forwarded");
-    const second = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 20 }));
+    const second = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 2000 }));
     expect((await first).status).toBe(200);
     const res = await second;
     expect({ status: res.status, body: await res.text() }).toMatchObject({ status: 200 });
@@ -367,7 +373,7 @@ describe("after ComfyUI accepted the job", () => {
 
 describe("the client goes away", () => {
   test("while waiting for the GPU: no trace (no release, no prompt), the lock goes idle after the running job", async () => {
-    s = await startStack();
+    s = await startStack({ env: { IMAGE_SESSION_MAX: "0" } });
     const first = submit(s.t, promptBody(newPromptId(), { sim_job_ms: 150 }));
     await waitFor(() => s!.comfy!.runningJob(), "first job running");
     const ac = new AbortController();

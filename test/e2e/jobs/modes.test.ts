@@ -4,7 +4,7 @@
  */
 import { afterEach, expect, test } from "bun:test";
 import { startOllamaSim, type OllamaSim } from "../../../src/sim/index.ts";
-import { callNames, jobCounts, newPromptId, postJson, promptBody, type Stack, startStack, submit, total } from "./helpers.ts";
+import { callNames, callsTo, jobCounts, newPromptId, postJson, promptBody, type Stack, startStack, submit, total } from "./helpers.ts";
 
 let s: Stack | undefined;
 let bystander: OllamaSim | undefined;
@@ -58,7 +58,10 @@ test("only COMFY_URL: no Ollama calls at all, and ComfyUI is still freed and ver
 
   expect(bystander.calls).toEqual([]);
   expect(s.t.logLines.filter((l) => /ollama/i.test(l))).toEqual([]);
-  const names = callNames(s.comfy!.calls).filter((n, i, a) => i === 0 || a[i - 1] !== n);
+  const names = callNames(s.comfy!.calls)
+    .filter((n) => n !== "GET /queue")
+    .filter((n, i, a) => i === 0 || a[i - 1] !== n);
+  expect(callsTo(s.comfy!.calls, "/queue", "GET").length).toBeGreaterThanOrEqual(1);
   expect(names).toEqual(["POST /prompt", `GET /history/${id}`, "GET /system_stats", "POST /free", "GET /system_stats"]);
   expect(s.gpu.ledger.find((h) => h.tenant === "comfy")!.end).not.toBeNull();
   expect(await jobCounts(s.t)).toMatchObject({ completed: 1 });

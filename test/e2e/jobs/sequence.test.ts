@@ -62,7 +62,12 @@ describe.each(["/prompt", "/api/prompt"])("one image job through %s", (path) => 
 
     const calls = merged(s);
     const historyPath = `/history/${FIXTURE_PROMPT_ID}`;
-    expect(runs(callNames(calls))).toEqual([
+    // /queue is read before each /history poll while the job is followed (lost-job detection).
+    const queueReads = callsTo(calls, "/queue", "GET");
+    expect(queueReads.length).toBe(callsTo(calls, historyPath).length);
+    expect(queueReads[0]!.at).toBeGreaterThanOrEqual(callsTo(calls, path)[0]!.at);
+    expect(queueReads.at(-1)!.at).toBeLessThanOrEqual(callsTo(calls, "/free")[0]!.at);
+    expect(runs(callNames(calls).filter((n) => n !== "GET /queue"))).toEqual([
       "GET /api/ps",
       "POST /api/generate",
       "GET /api/ps",

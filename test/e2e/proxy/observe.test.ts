@@ -9,7 +9,7 @@ import { healthz, postJson, scrape, type Stack, startImageJob, startStack, until
 
 let s: Stack;
 beforeAll(async () => {
-  s = await startStack({}, { ollama: { tokenDelayMs: 30, tokens: 8 } });
+  s = await startStack({ IMAGE_SESSION_MAX: "0" }, { ollama: { tokenDelayMs: 30, tokens: 8 } });
   await s.t.probed;
 });
 afterAll(async () => {
@@ -41,13 +41,14 @@ describe("/healthz and /metrics on both listeners", () => {
   test("idle at start: every series present, counters at 0", async () => {
     await expectState("idle", 0);
     const m = await scrape(s.t.ollamaUrl);
-    for (const outcome of ["completed", "failed", "timeout", "rejected", "no_prompt_id", "upstream_error", "client_gone"]) {
+    for (const outcome of ["completed", "failed", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone"]) {
       expect({ outcome, v: sampleValue(m, "gpu_turnstile_image_jobs_total", { outcome }) }).toEqual({ outcome, v: 0 });
     }
     expect(sampleValue(m, "gpu_turnstile_lock_wait_seconds_count", { kind: "llm" })).toBe(0);
     expect(sampleValue(m, "gpu_turnstile_lock_wait_seconds_count", { kind: "image" })).toBe(0);
     expect(sampleValue(m, "gpu_turnstile_busy_total", { reason: "wait_timeout" })).toBe(0);
     expect(sampleValue(m, "gpu_turnstile_busy_total", { reason: "reject" })).toBe(0);
+    expect(sampleValue(m, "gpu_turnstile_image_sessions_total", {})).toBe(0);
     expect(sampleValue(m, "gpu_turnstile_build_info", { version: "v0.0.0-test" })).toBe(1);
     expect(m.families.get("gpu_turnstile_lock_wait_seconds")?.type).toBe("histogram");
     expect(m.families.get("gpu_turnstile_unload_seconds")?.type).toBe("histogram");
