@@ -212,11 +212,13 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
     if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
     if (!(err instanceof GpuBusyError)) throw err;
     deps.observer.busy(err.reason);
+    // Read once: in `auto` mode it is an estimate, and the message and the header must agree.
+    const retryAfterS = deps.busy.retryAfterS;
     const busy = errorResponse(dialect, {
       status: err.reason === "reject" ? deps.busy.status : 503,
       type: "gpu_busy",
-      message: busyMessage(err.reason, deps.busy.retryAfterS),
-      headers: { "retry-after": String(deps.busy.retryAfterS) },
+      message: busyMessage(err.reason, retryAfterS),
+      headers: { "retry-after": String(retryAfterS) },
     });
     return answered(busy, req.signal, deps.observer, info, t0);
   }
