@@ -100,15 +100,13 @@ const main = defineCommand({
   },
 });
 
+const SETTINGS_POINTER = "Settings (ports, upstream URLs, timeouts, logging): gpu-turnstile config --help lists every one.\n";
+
 /** The usage `--help` (or `help`) asked for, plain unless stdout is a terminal that wants colour. */
 async function usage(n: Normalized): Promise<string> {
-  let text: string;
-  if (!n.named) {
-    text = `${await renderUsage(main)}\nSettings (ports, upstream URLs, timeouts, logging): gpu-turnstile config --help lists every one.\n`;
-  } else {
-    text = `${await renderUsage(commands[n.command], main)}\n`;
-    if (n.command === "config") text += (await import("./config.ts")).settingsHelp();
-  }
+  let text = n.named ? `${await renderUsage(commands[n.command], main)}\n` : `${await renderUsage(main)}\n`;
+  if (!n.named || n.command === "run") text += SETTINGS_POINTER;
+  if (n.named && n.command === "config") text += (await import("./config.ts")).settingsHelp();
   // citty pads the last column to the widest entry.
   return (useColor(process.stdout) ? text : stripColor(text)).replace(/[ \t]+$/gm, "");
 }

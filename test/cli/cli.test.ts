@@ -51,6 +51,7 @@ describe("help", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("USAGE gpu-turnstile run [OPTIONS]");
     expect(r.stdout).toContain("--config=<path>");
+    expect(r.stdout).toContain("gpu-turnstile config --help lists every one");
     expect(r.stdout).not.toContain("install-service");
   });
 
