@@ -63,8 +63,8 @@ function boolSchema(): SettingSchema {
 }
 
 /**
- * `127.0.0.1:11435` (host and port, as OLLAMA_HOST is written) with the scheme it lacks, when that makes it a
- * URL; "localhost:11435" would otherwise parse as a URL of scheme "localhost:".
+ * Host and port written without a scheme, as OLLAMA_HOST is (`127.0.0.1:11435`), made a URL: the
+ * hint for a value that is not one. (`localhost:11435` does parse, as a URL of scheme "localhost:".)
  */
 function withScheme(s: string): string | undefined {
   if (s.includes("//") || !HOST_PORT.test(s)) return undefined;

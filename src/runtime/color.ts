@@ -4,7 +4,7 @@
  * Node's precedence: FORCE_COLOR (any value but "0" or "false") wins, then NO_COLOR (any
  * non-empty value) and TERM=dumb switch colour off, else colour only on a terminal.
  */
-export type Env = Readonly<Record<string, string | undefined>>;
+type Env = Readonly<Record<string, string | undefined>>;
 
 export function useColor(stream: { isTTY?: boolean }, env: Env = process.env): boolean {
   const force = env.FORCE_COLOR;
