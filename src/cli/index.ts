@@ -92,7 +92,11 @@ const commands: Record<CommandName, CommandDef<any>> = {
 
 const main = defineCommand({
   // citty prints "v" + version: only a tag-like version reads right that way ("dev" would be "vdev").
-  meta: { name: "gpu-turnstile", version: VERSION.startsWith("v") ? VERSION.slice(1) : undefined, description: "One GPU, two tenants: Ollama and ComfyUI take turns" },
+  meta: {
+    name: "gpu-turnstile",
+    version: VERSION.startsWith("v") ? VERSION.slice(1) : undefined,
+    description: "One GPU, two tenants: Ollama and ComfyUI take turns",
+  },
   args: { config: { ...configArg, description: "env-style config file for run, the default command (also -config <path>)" } },
   subCommands: {
     ...commands,

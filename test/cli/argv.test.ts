@@ -3,7 +3,12 @@ import { UsageError, normalizeArgv } from "../../src/cli/argv.ts";
 import type { Normalized } from "../../src/cli/argv.ts";
 
 /** `named`: the command was spelled out, so `--help` is about it (every test command but the default run). */
-const ok = (command: Normalized["command"], args: string[] = [], named = command !== "run"): Normalized => ({ command, args, help: false, named });
+const ok = (command: Normalized["command"], args: string[] = [], named = command !== "run"): Normalized => ({
+  command,
+  args,
+  help: false,
+  named,
+});
 
 describe("every documented spelling", () => {
   test.each([

@@ -92,7 +92,9 @@ describe("usage errors", () => {
     const r = await cli(["remove-service", "--force"]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toBe('gpu-turnstile: unknown flag "--force" for "remove-service"\nRun "gpu-turnstile remove-service --help" for usage.\n');
+    expect(r.stderr).toBe(
+      'gpu-turnstile: unknown flag "--force" for "remove-service"\nRun "gpu-turnstile remove-service --help" for usage.\n',
+    );
   });
 
   test("help for an unknown command says so", async () => {
