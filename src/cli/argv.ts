@@ -81,7 +81,12 @@ export function normalizeArgv(input: readonly string[]): Normalized {
       help = true;
     } else if (a in FLAG_COMMANDS) {
       setCommand(FLAG_COMMANDS[a]!, a);
-    } else if (a === "-config" || a.startsWith("-config=")) {
+    } else if (a === "-config" || a === "--config" || a === "--elevated-log") {
+      // The value is taken here: a file named "config" or "demo" is not a command.
+      rest.push(a.replace(/^-config/, "--config"));
+      const value = input[i + 1];
+      if (value !== undefined && !value.startsWith("-")) rest.push(input[++i]!);
+    } else if (a.startsWith("-config=")) {
       rest.push(a.replace(/^-config/, "--config"));
     } else if (a === "-no-copy") {
       rest.push("--no-copy");

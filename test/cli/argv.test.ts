@@ -40,6 +40,8 @@ describe("every documented spelling", () => {
     ["demo --once", ["demo", "--once"], ok("demo", ["--once"])],
     ["demo --without-turnstile", ["demo", "--without-turnstile"], ok("demo", ["--without-turnstile"])],
     ["config", ["config"], ok("config")],
+    ["a config file named like a command", ["--config", "config"], ok("run", ["--config", "config"])],
+    ["-config demo --install-service", ["-config", "demo", "--install-service"], ok("install-service", ["--config", "demo"])],
     ["config --sample", ["config", "--sample"], ok("config", ["--sample"])],
   ] as const)("%s", (_name, argv, want) => {
     expect(normalizeArgv(argv)).toEqual(want);
