@@ -1,10 +1,10 @@
 /**
  * The SPEC's command-line spellings, mapped onto our subcommands before citty parses them:
  * Go-style single-dash `-config <path>`, the flag forms `--install-service`, `--remove-service`,
- * `--force-update`, `--version`, and the legacy `service install|remove`. Pure, so every spelling
- * is tested without running anything.
+ * `--force-update`, `--version`, the legacy `service install|remove`, and `help [command]`. Pure,
+ * so every spelling is tested without running anything.
  */
-export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo"] as const;
+export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo", "config"] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 const FLAG_COMMANDS: Record<string, CommandName> = {
@@ -18,6 +18,8 @@ const FLAG_COMMANDS: Record<string, CommandName> = {
 export interface FlagSpec {
   name: string;
   value: boolean;
+  /** Added by the program itself (the Windows UAC relaunch), never offered to a user. */
+  hidden?: true;
 }
 
 /** The flags each command accepts (after normalisation). `--help` is citty's and always allowed. */
@@ -27,22 +29,33 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
   "install-service": [
     { name: "config", value: true },
     { name: "no-copy", value: false },
-    // Hidden: added by the Windows UAC relaunch so the elevated child can hand its output back.
-    { name: "elevated-log", value: true },
+    // Added by the Windows UAC relaunch so the elevated child can hand its output back.
+    { name: "elevated-log", value: true, hidden: true },
   ],
-  "remove-service": [{ name: "elevated-log", value: true }],
+  "remove-service": [{ name: "elevated-log", value: true, hidden: true }],
   "force-update": [
     { name: "config", value: true },
-    { name: "elevated-log", value: true },
+    { name: "elevated-log", value: true, hidden: true },
   ],
   demo: [
     { name: "once", value: false },
     { name: "without-turnstile", value: false },
   ],
+  config: [{ name: "sample", value: false }],
 };
+
+/** The words a user may type as a command, as listed in usage errors. */
+const COMMAND_WORDS = [...COMMANDS, "help"].join(", ");
 
 export class UsageError extends Error {
   override name = "UsageError";
+  constructor(
+    message: string,
+    /** The command whose usage to point at, when the mistake is in its flags. */
+    readonly command?: CommandName,
+  ) {
+    super(message);
+  }
 }
 
 export interface Normalized {
@@ -50,6 +63,8 @@ export interface Normalized {
   /** Arguments for that command, flags in `--name` form. */
   args: string[];
   help: boolean;
+  /** The command was given (`run --help` asks about run; a bare `--help` about the program). */
+  named: boolean;
 }
 
 export function normalizeArgv(input: readonly string[]): Normalized {
@@ -66,10 +81,22 @@ export function normalizeArgv(input: readonly string[]): Normalized {
       help = true;
     } else if (a in FLAG_COMMANDS) {
       setCommand(FLAG_COMMANDS[a]!, a);
-    } else if (a === "-config" || a.startsWith("-config=")) {
+    } else if (a === "-config" || a === "--config" || a === "--elevated-log") {
+      // The value is taken here: a file named "config" or "demo" is not a command.
+      rest.push(a.replace(/^-config/, "--config"));
+      const value = input[i + 1];
+      if (value !== undefined && !value.startsWith("-")) rest.push(input[++i]!);
+    } else if (a.startsWith("-config=")) {
       rest.push(a.replace(/^-config/, "--config"));
     } else if (a === "-no-copy") {
       rest.push("--no-copy");
+    } else if (!command && !help && rest.length === 0 && a === "help") {
+      help = true;
+      const topic = input[i + 1];
+      if (topic === undefined || topic.startsWith("-")) continue;
+      if (!(COMMANDS as readonly string[]).includes(topic)) throw new UsageError(`no command "${topic}" (commands: ${COMMAND_WORDS})`);
+      setCommand(topic as CommandName, topic);
+      i++;
     } else if (!command && rest.length === 0 && a === "service") {
       const sub = input[++i];
       if (sub === "install") setCommand("install-service", "service install");
@@ -83,7 +110,7 @@ export function normalizeArgv(input: readonly string[]): Normalized {
   }
   const cmd = command ?? "run";
   if (!help) checkFlags(cmd, rest);
-  return { command: cmd, args: rest, help };
+  return { command: cmd, args: rest, help, named: command !== undefined };
 }
 
 function checkFlags(command: CommandName, args: readonly string[]): void {
@@ -91,17 +118,20 @@ function checkFlags(command: CommandName, args: readonly string[]): void {
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (!a.startsWith("-")) {
-      throw new UsageError(`unexpected argument "${a}"${command === "run" ? " (commands: " + COMMANDS.join(", ") + ")" : ""}`);
+      throw new UsageError(`unexpected argument "${a}"${command === "run" ? ` (commands: ${COMMAND_WORDS})` : ""}`, command);
     }
     const [name, inline] = a.replace(/^--?/, "").split("=", 2) as [string, string | undefined];
     const spec = allowed.find((f) => f.name === name);
     if (!spec) {
-      const known = allowed.map((f) => `--${f.name}`).join(", ");
-      throw new UsageError(`unknown flag "${a}" for "${command}"${known ? ` (accepted: ${known})` : ""}`);
+      const known = allowed
+        .filter((f) => !f.hidden)
+        .map((f) => `--${f.name}`)
+        .join(", ");
+      throw new UsageError(`unknown flag "${a}" for "${command}"${known ? ` (accepted: ${known})` : ""}`, command);
     }
     if (spec.value && inline === undefined) {
       const next = args[i + 1];
-      if (next === undefined || next.startsWith("-")) throw new UsageError(`"--${name}" needs a value`);
+      if (next === undefined || next.startsWith("-")) throw new UsageError(`"--${name}" needs a value`, command);
       i++;
     }
   }

@@ -3,9 +3,10 @@
  * module is imported lazily so platform code (systemd, Windows) loads only when used.
  */
 import { defineCommand, renderUsage, runCommand, type CommandDef } from "citty";
+import { useColor, stripColor } from "../runtime/color.ts";
 import type { ServiceHost } from "../service/index.ts";
 import { VERSION } from "../version.ts";
-import { normalizeArgv, UsageError, type CommandName } from "./argv.ts";
+import { normalizeArgv, UsageError, type CommandName, type Normalized } from "./argv.ts";
 
 const configArg = { type: "string", description: "env-style config file (also -config <path>)", valueHint: "path" } as const;
 
@@ -79,12 +80,40 @@ const commands: Record<CommandName, CommandDef<any>> = {
       process.exitCode = await runDemo({ once: args.once === true, withoutTurnstile: args["without-turnstile"] === true });
     },
   }),
+  config: defineCommand({
+    meta: { name: "config", description: "List every setting with its default and meaning" },
+    args: { sample: { type: "boolean", description: "print a complete config file to start from, every setting commented out" } },
+    async run({ args }) {
+      const { configCommand } = await import("./config.ts");
+      process.stdout.write(configCommand({ sample: args.sample === true, version: VERSION }));
+    },
+  }),
 };
 
 const main = defineCommand({
-  meta: { name: "gpu-turnstile", version: VERSION.replace(/^v/, ""), description: "One GPU, two tenants: Ollama and ComfyUI take turns" },
-  subCommands: commands,
+  // citty prints "v" + version: only a tag-like version reads right that way ("dev" would be "vdev").
+  meta: {
+    name: "gpu-turnstile",
+    version: VERSION.startsWith("v") ? VERSION.slice(1) : undefined,
+    description: "One GPU, two tenants: Ollama and ComfyUI take turns",
+  },
+  args: { config: { ...configArg, description: "env-style config file for run, the default command (also -config <path>)" } },
+  subCommands: {
+    ...commands,
+    help: defineCommand({ meta: { name: "help", description: "Show this help, or a command's: help <command>" } }),
+  },
 });
+
+const SETTINGS_POINTER = "Settings (ports, upstream URLs, timeouts, logging): gpu-turnstile config --help lists every one.\n";
+
+/** The usage `--help` (or `help`) asked for, plain unless stdout is a terminal that wants colour. */
+async function usage(n: Normalized): Promise<string> {
+  let text = n.named ? `${await renderUsage(commands[n.command], main)}\n` : `${await renderUsage(main)}\n`;
+  if (!n.named || n.command === "run") text += SETTINGS_POINTER;
+  if (n.named && n.command === "config") text += (await import("./config.ts")).settingsHelp();
+  // citty pads the last column to the widest entry.
+  return (useColor(process.stdout) ? text : stripColor(text)).replace(/[ \t]+$/gm, "");
+}
 
 export async function runCli(argv: readonly string[], serviceHost?: ServiceHost): Promise<void> {
   host = serviceHost;
@@ -95,12 +124,12 @@ export async function runCli(argv: readonly string[], serviceHost?: ServiceHost)
     n = normalizeArgv(argv);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`gpu-turnstile: ${err.message}\nRun "gpu-turnstile --help" for usage.\n`);
+    const help = err.command && err.command !== "run" ? `gpu-turnstile ${err.command} --help` : "gpu-turnstile --help";
+    process.stderr.write(`gpu-turnstile: ${err.message}\nRun "${help}" for usage.\n`);
     process.exit(2);
   }
   if (n.help) {
-    const cmd = argv.length === 1 || n.command === "run" ? main : commands[n.command];
-    process.stdout.write((await renderUsage(cmd, cmd === main ? undefined : main)) + "\n");
+    process.stdout.write(await usage(n));
     return;
   }
   await runCommand(commands[n.command], { rawArgs: n.args });

@@ -8,6 +8,7 @@ import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
+import { useColor } from "../runtime/color.ts";
 import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
 import type { ServiceHost } from "../service/index.ts";
 import { BindError, startTurnstile, type Turnstile } from "../turnstile.ts";
@@ -33,7 +34,7 @@ export function configAnchor(): string {
 }
 
 export function wantColor(env: Record<string, string | undefined>): boolean {
-  return env.NO_COLOR === undefined && process.stderr.isTTY === true;
+  return useColor(process.stderr, env);
 }
 
 /** Shortest interval between two GPU-state reports to the service manager. */

@@ -7,6 +7,7 @@ import { appendFileSync, existsSync } from "node:fs";
 import { ConfigError, loadConfig } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger } from "../observe/log.ts";
+import { useColor } from "../runtime/color.ts";
 import { formatElevatedLine, relaunchElevated } from "../service/elevate.ts";
 import { LINUX_LAYOUT } from "../service/linux-install.ts";
 import { nodePlatform } from "../service/platform-node.ts";
@@ -59,7 +60,7 @@ export async function forceUpdateCommand(opts: ForceUpdateCommandOptions): Promi
     process.stderr.write(`gpu-turnstile: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
-  const log = createLogger({ level: "info", format: "text", color: process.stderr.isTTY === true && !process.env.NO_COLOR });
+  const log = createLogger({ level: "info", format: "text", color: useColor(process.stderr) });
   const p = nodePlatform();
   const result = await forceUpdate({
     config,

@@ -32,5 +32,5 @@ export {
   type SettingDef,
   type SettingKind,
 } from "./settings.ts";
-export { renderSettingsMarkdownTable } from "./table.ts";
+export { renderSettingsMarkdownTable, renderSettingsText } from "./table.ts";
 export { compareVersions, DEV_VERSION, isVersion, parseVersion, type Version } from "./version.ts";

@@ -74,21 +74,31 @@ function boolSchema(): SettingSchema {
   );
 }
 
+/**
+ * Host and port written without a scheme, as OLLAMA_HOST is (`127.0.0.1:11435`), made a URL: the
+ * hint for a value that is not one. (`localhost:11435` does parse, as a URL of scheme "localhost:".)
+ */
+function withScheme(s: string): string | undefined {
+  if (s.includes("//") || !HOST_PORT.test(s)) return undefined;
+  return URL.canParse(`http://${s}`) ? `http://${s}` : undefined;
+}
+const HOST_PORT = /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:[0-9]{1,5})?(\/|$)/i;
+
 /** Absolute http(s) base URL; trailing slashes dropped so callers can append "/api/ps". */
 function urlSchema(): SettingSchema {
   return v.pipe(
     v.string(),
     v.rawTransform(({ dataset, addIssue, NEVER }) => {
       const s = dataset.value;
-      let u: URL;
+      let u: URL | undefined;
       try {
         u = new URL(s);
       } catch {
-        addIssue({ message: "expected an absolute http:// or https:// URL" });
-        return NEVER;
+        // reported below
       }
-      if ((u.protocol !== "http:" && u.protocol !== "https:") || u.hostname === "") {
-        addIssue({ message: "expected an absolute http:// or https:// URL" });
+      if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || u.hostname === "") {
+        const guess = withScheme(s);
+        addIssue({ message: `expected an absolute http:// or https:// URL${guess ? ` (did you mean "${guess}"?)` : ""}` });
         return NEVER;
       }
       if (u.search !== "" || u.hash !== "" || s.includes("?") || s.includes("#")) {

@@ -11,6 +11,7 @@ import { buildConfig } from "../config/load.ts";
 import { currentPlatform } from "../config/settings.ts";
 import type { ImageJobEvent } from "../jobs/events.ts";
 import { createLogger } from "../observe/log.ts";
+import { useColor } from "../runtime/color.ts";
 import { startSimPair, type GpuEvent, type SimPair } from "../sim/index.ts";
 import { startTurnstile, type Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
@@ -31,7 +32,7 @@ const VRAM = 16 * 1024 ** 3;
 
 export async function runDemo(opts: DemoOptions): Promise<number> {
   const out = opts.out ?? ((s: string) => void process.stdout.write(s));
-  const color = opts.color ?? (process.stdout.isTTY === true && process.env.NO_COLOR === undefined);
+  const color = opts.color ?? useColor(process.stdout);
   const tl = new Timeline(out, color);
 
   const sims = await startSimPair({

@@ -2,7 +2,13 @@ import { describe, expect, test } from "bun:test";
 import { UsageError, normalizeArgv } from "../../src/cli/argv.ts";
 import type { Normalized } from "../../src/cli/argv.ts";
 
-const ok = (command: Normalized["command"], args: string[] = [], help = false): Normalized => ({ command, args, help });
+/** `named`: the command was spelled out, so `--help` is about it (every test command but the default run). */
+const ok = (command: Normalized["command"], args: string[] = [], named = command !== "run"): Normalized => ({
+  command,
+  args,
+  help: false,
+  named,
+});
 
 describe("every documented spelling", () => {
   test.each([
@@ -11,7 +17,7 @@ describe("every documented spelling", () => {
     ["--config", ["--config", "x.env"], ok("run", ["--config", "x.env"])],
     ["--config=", ["--config=x.env"], ok("run", ["--config=x.env"])],
     ["-config=", ["-config=x.env"], ok("run", ["--config=x.env"])],
-    ["explicit run", ["run", "--config", "x"], ok("run", ["--config", "x"])],
+    ["explicit run", ["run", "--config", "x"], ok("run", ["--config", "x"], true)],
     [
       "--install-service -config x --no-copy",
       ["--install-service", "-config", "x", "--no-copy"],
@@ -33,26 +39,42 @@ describe("every documented spelling", () => {
     ["version", ["version"], ok("version")],
     ["demo --once", ["demo", "--once"], ok("demo", ["--once"])],
     ["demo --without-turnstile", ["demo", "--without-turnstile"], ok("demo", ["--without-turnstile"])],
+    ["config", ["config"], ok("config")],
+    ["a config file named like a command", ["--config", "config"], ok("run", ["--config", "config"])],
+    ["-config demo --install-service", ["-config", "demo", "--install-service"], ok("install-service", ["--config", "demo"])],
+    ["config --sample", ["config", "--sample"], ok("config", ["--sample"])],
   ] as const)("%s", (_name, argv, want) => {
     expect(normalizeArgv(argv)).toEqual(want);
   });
 });
 
-describe("--help anywhere", () => {
+describe("--help anywhere, and help as a command", () => {
   test.each([
-    [["--help"], "run"],
-    [["-h"], "run"],
-    [["-help"], "run"],
+    [["--help"], "the program"],
+    [["-h"], "the program"],
+    [["-help"], "the program"],
+    [["help"], "the program"],
+    [["help", "--config", "x"], "the program"],
+    [["--help", "--bogus"], "the program"],
+    [["--config", "--help"], "the program"],
+    [["run", "--help"], "run"],
+    [["help", "run"], "run"],
     [["--install-service", "--help"], "install-service"],
     [["--help", "--install-service"], "install-service"],
     [["service", "install", "--help"], "install-service"],
+    [["help", "install-service"], "install-service"],
     [["demo", "--help"], "demo"],
-    [["--help", "--bogus"], "run"],
-    [["--config", "--help"], "run"],
-  ] as const)("%j → help for %s, never a usage error", (argv, command) => {
+    [["help", "demo", "--once"], "demo"],
+    [["config", "--help"], "config"],
+    [["help", "config"], "config"],
+  ] as const)("%j → help for %s, never a usage error", (argv, about) => {
     const n = normalizeArgv(argv);
     expect(n.help).toBe(true);
-    expect(n.command).toBe(command);
+    expect(n.named ? n.command : "the program").toBe(about);
+  });
+
+  test("help for a command that does not exist is a usage error listing the commands", () => {
+    expect(() => normalizeArgv(["help", "serve"])).toThrow(/no command "serve" \(commands: run, .*config, help\)/);
   });
 });
 
@@ -86,6 +108,24 @@ describe("usage errors", () => {
   });
 
   test("an unknown flag lists the flags the command does accept", () => {
-    expect(() => normalizeArgv(["--install-service", "--force"])).toThrow(/accepted: --config, --no-copy/);
+    expect(() => normalizeArgv(["--install-service", "--force"])).toThrow(/accepted: --config, --no-copy\)$/);
+  });
+
+  test("the flag the Windows UAC relaunch adds is accepted but never offered", () => {
+    expect(normalizeArgv(["remove-service", "--elevated-log", "C:\\t.log"]).args).toEqual(["--elevated-log", "C:\\t.log"]);
+    for (const argv of [["--install-service", "--force"], ["remove-service", "--force"], ["force-update", "--force"]]) {
+      let message = "";
+      try {
+        normalizeArgv(argv);
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message).toContain('unknown flag "--force"');
+      expect(message).not.toContain("elevated");
+    }
+  });
+
+  test("a mistake in a command's flags points at that command's help", () => {
+    expect(() => normalizeArgv(["demo", "--config", "x"])).toThrow(expect.objectContaining({ command: "demo" }));
   });
 });

@@ -292,12 +292,23 @@ describe("errors name the key, and file:line for a value from the file", () => {
     expect(msg({ LOGLEVEL: "verbose" })).toBe('config error: environment: LOGLEVEL: expected "debug", "info", "warn" or "error", got "verbose"');
     expect(msg({ LOG_LEVEL: "verbose" })).toBe('config error: environment: LOG_LEVEL: expected "debug", "info", "warn" or "error", got "verbose"');
     expect(msg({ AUTO_UPDATE: "maybe" })).toBe('config error: environment: AUTO_UPDATE: expected "true" or "false", got "maybe"');
-    expect(msg({ COMFY_URL: "127.0.0.1:8188" })).toBe('config error: environment: COMFY_URL: expected an absolute http:// or https:// URL, got "127.0.0.1:8188"');
+    expect(msg({ COMFY_URL: "ftp://gpu.lan" })).toBe('config error: environment: COMFY_URL: expected an absolute http:// or https:// URL, got "ftp://gpu.lan"');
     expect(msg({ COMFY_URL: "http://x:1/?a=b" })).toBe('config error: environment: COMFY_URL: a base URL cannot have a query or fragment, got "http://x:1/?a=b"');
     expect(msg({ LISTEN_COMFY: "8188" })).toBe(
       'config error: environment: LISTEN_COMFY: expected ":port", "host:port" or "[ipv6]:port" (did you mean ":8188"?), got "8188"',
     );
     expect(msg({ APP_VER: "latest" })).toBe('config error: environment: APP_VER: expected "stable", "dev" or a version like v1.2.3, got "latest"');
+  });
+
+  test("a URL without its scheme (written like OLLAMA_HOST) gets the one to add", () => {
+    const e = configError(() => load({ files: { [BESIDE]: "# upstreams\nOLLAMA_URL=127.0.0.1:11435\n" } }));
+    expect(e.message).toBe(
+      `config error: ${BESIDE}:2: OLLAMA_URL: expected an absolute http:// or https:// URL (did you mean "http://127.0.0.1:11435"?), got "127.0.0.1:11435"`,
+    );
+    const msg = (url: string) => configError(() => load({ env: { COMFY_URL: url } })).message;
+    expect(msg("localhost:8188")).toContain('(did you mean "http://localhost:8188"?), got "localhost:8188"');
+    expect(msg("[::1]:8188/comfy")).toContain('(did you mean "http://[::1]:8188/comfy"?)');
+    for (const notJustHostPort of ["ftp://gpu.lan", "http//gpu.lan", "gpu lan", "gpu.lan:port"]) expect(msg(notJustHostPort)).not.toContain("did you mean");
   });
 
   test("a malformed line is a config error with file:line", () => {

@@ -7,11 +7,17 @@ import { expect, test } from "bun:test";
 
 const MAIN = new URL("../../src/main.ts", import.meta.url).pathname;
 
+function withoutColorVars(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const { NO_COLOR: _n, FORCE_COLOR: _f, ...rest } = env;
+  return rest;
+}
+
 async function demo(...flags: string[]): Promise<{ code: number; out: string }> {
   const p = Bun.spawn([process.execPath, MAIN, "demo", "--once", ...flags], {
     stdout: "pipe",
     stderr: "pipe",
-    env: { ...process.env, NO_COLOR: "1", BUN_CONFIG_MAX_HTTP_REQUESTS: "65535" },
+    // Output to a pipe is plain without being asked: no NO_COLOR here, and none inherited.
+    env: { ...withoutColorVars(process.env), BUN_CONFIG_MAX_HTTP_REQUESTS: "65535" },
   });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   return { code, out: out + err };
@@ -37,6 +43,7 @@ test(
     // The images share one session: the others join it, and the last one out frees ComfyUI.
     expect(withT.out.match(/image job \d +joined the image session/g)).toHaveLength(4);
     expect(withT.out.match(/image job \d +ComfyUI freed its VRAM/g)).toHaveLength(1);
+    expect(withT.out).not.toContain("\x1b[");
 
     expect(without.code).toBe(0);
     expect(without.out).toContain("summary (WITHOUT the turnstile)");
