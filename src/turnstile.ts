@@ -18,7 +18,10 @@ import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./prox
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./proxy/forward.ts";
 import { startListener } from "./proxy/listener.ts";
-import { startHealthMonitor, type HealthMonitor } from "./upstream/health.ts";
+import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./upstream/health.ts";
+import { EventHub } from "./status/events.ts";
+import { StatusModel } from "./status/model.ts";
+import { statusRoutes } from "./status/routes.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -38,6 +41,8 @@ export interface Turnstile {
   readonly lock: GpuLock;
   readonly tracker: JobTracker;
   readonly metrics: TurnstileMetrics;
+  /** What /turnstile/status shows. */
+  readonly status: StatusModel;
   readonly listeners: BoundListener[];
   listener(name: Listener): BoundListener | undefined;
   health(): HealthBody;
@@ -51,6 +56,10 @@ export interface Turnstile {
 
 function withExtra(base: JobListener, extra: JobListener | undefined): JobListener {
   return extra ? (e) => (base(e), extra(e)) : base;
+}
+
+function withReport(a: ProbeReport, b: ProbeReport): ProbeReport {
+  return (u, up, detail) => (a(u, up, detail), b(u, up, detail));
 }
 
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
@@ -69,6 +78,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version });
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
+  const status = new StatusModel({ version: opts.version, lock, upstreams });
+  lock.onEvent((e) => status.onLock(e));
+  const hub = new EventHub({
+    model: status,
+    onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
+  });
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
@@ -95,6 +110,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     observer: requestObserver(log, metrics),
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
+    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken }),
+    llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream">;
 
   const imageJob: ImageJobDeps | undefined = comfy && {
@@ -102,7 +119,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     comfy,
     ollama,
     tracker,
-    emit: withExtra(jobObserver(log, metrics), opts.onJobEvent),
+    emit: withExtra(withExtra(jobObserver(log, metrics), (e) => status.onJob(e)), opts.onJobEvent),
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
@@ -165,13 +182,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     comfy,
     timeoutMs: config.probeTimeoutMs,
     intervalMs: config.healthIntervalMs,
-    report: upstreamHealthLogger(log, metrics),
+    report: withReport(upstreamHealthLogger(log, metrics), (u, up, detail) => status.onUpstream(u, up, detail)),
   });
 
   return {
     lock,
     tracker,
     metrics,
+    status,
     listeners: bound,
     listener: (name) => bound.find((b) => b.name === name),
     health,
@@ -187,6 +205,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      hub.closeAll();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });
       }

@@ -28,6 +28,18 @@ export interface RequestObserver {
   upstreamFailed(listener: Listener, r: { method: string; path: string; reason: string }): void;
 }
 
+/**
+ * Follows each LLM request for the status API: `start` on arrival, `admitted` once it holds a GPU
+ * slot, `end` (idempotent) when it is over. Called on every LLM request, so it must stay cheap.
+ */
+export interface LlmTracker<T = unknown> {
+  start(path: string, clientIp: string | undefined): T;
+  admitted(t: T): void;
+  /** The buffered request body, when there is one (to read the model from). */
+  body(t: T, bytes: Uint8Array): void;
+  end(t: T): void;
+}
+
 export interface HealthBody {
   state: string;
   llm_inflight: number;
@@ -45,6 +57,9 @@ export interface ListenerAppDeps {
   metrics: () => { contentType: string; text: string };
   /** The ComfyUI listener's image jobs; absent on the Ollama listener. */
   imageJob?: ImageJobDeps;
+  /** Answers everything under /turnstile/ (status API, event stream, page). */
+  turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
+  llmTracker?: LlmTracker;
 }
 
 /** Status written to the request log when the client went away before an answer (nginx's 499). */
@@ -62,6 +77,14 @@ export interface ListenerApp {
 /** The two paths the turnstile answers itself; everything else belongs to the upstream. */
 export const INTERNAL_PATHS: ReadonlySet<string> = new Set(["/healthz", "/metrics"]);
 
+/** The turnstile's own prefix (status, events, page): neither Ollama nor ComfyUI uses it. */
+export const TURNSTILE_PREFIX = "/turnstile/";
+
+/** Answered by the turnstile itself, not proxied. */
+export function isInternalPath(path: string): boolean {
+  return INTERNAL_PATHS.has(path) || path === "/turnstile" || path.startsWith(TURNSTILE_PREFIX);
+}
+
 export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   const app = new Hono<AppEnv>();
   const { listener, observer } = deps;
@@ -77,6 +100,14 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const m = deps.metrics();
     return c.body(m.text, 200, { "content-type": m.contentType });
   });
+  const turnstile = deps.turnstile;
+  if (turnstile) {
+    app.get("/turnstile", (c) => c.redirect(TURNSTILE_PREFIX, 308));
+    app.all("/turnstile/*", (c) => {
+      counted(c.req.path);
+      return turnstile(c.req.raw, c.env.clientIp);
+    });
+  }
 
   const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
     const url = new URL(req.url);
@@ -130,34 +161,49 @@ async function proxyPass(req: Request, url: URL, clientIp: string | undefined, d
  */
 async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
+  const tracker = deps.llmTracker;
+  const t = tracker?.start(url.pathname, clientIp);
+  let streaming = false;
   let result;
   try {
-    result = await forward(req, {
-      upstream: deps.upstream,
-      url,
-      signal: req.signal,
-      clientIp,
-      retry: deps.retry,
-      acquire: () => admitLLM(deps.lock, deps.busy, req.signal),
-      onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
-    });
-  } catch (err) {
-    if (!(err instanceof GpuBusyError)) throw err;
-    deps.observer.busy(err.reason);
-    return errorResponse(dialect, {
-      status: err.reason === "reject" ? deps.busy.status : 503,
-      type: "gpu_busy",
-      message: busyMessage(err.reason, deps.busy.retryAfterS),
-      headers: { "retry-after": String(deps.busy.retryAfterS) },
-    });
+    try {
+      result = await forward(req, {
+        upstream: deps.upstream,
+        url,
+        signal: req.signal,
+        clientIp,
+        retry: deps.retry,
+        acquire: tracker
+          ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(t), h))
+          : () => admitLLM(deps.lock, deps.busy, req.signal),
+        onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
+        onBody: tracker && ((b) => tracker.body(t, b)),
+      });
+    } catch (err) {
+      if (!(err instanceof GpuBusyError)) throw err;
+      deps.observer.busy(err.reason);
+      return errorResponse(dialect, {
+        status: err.reason === "reject" ? deps.busy.status : 503,
+        type: "gpu_busy",
+        message: busyMessage(err.reason, deps.busy.retryAfterS),
+        headers: { "retry-after": String(deps.busy.retryAfterS) },
+      });
+    }
+    if (!result.ok) return unreachable(deps, req, url, result.reason);
+    streaming = true;
+    return whenBodyDone(result.response, req.signal, releaser(result.hold!, tracker, t));
+  } finally {
+    if (!streaming) tracker?.end(t);
   }
-  if (!result.ok) return unreachable(deps, req, url, result.reason);
-  return whenBodyDone(result.response, req.signal, releaser(result.hold!));
 }
 
 /** A release that keeps only the lease alive while the stream is open (not this request's scope). */
-function releaser(hold: Hold): () => void {
-  return () => hold.release();
+function releaser(hold: Hold, tracker: LlmTracker | undefined, t: unknown): () => void {
+  if (!tracker) return () => hold.release();
+  return () => {
+    hold.release();
+    tracker.end(t);
+  };
 }
 
 function unreachable(deps: ListenerAppDeps, req: Request, url: URL, reason: string): Response {

@@ -48,6 +48,8 @@ export interface ForwardOptions {
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
+  /** Shown the request body when it is buffered (small, with a Content-Length); never a copy. */
+  onBody?: (bytes: Uint8Array) => void;
 }
 
 export type ForwardResult =
@@ -78,6 +80,10 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
   const body = await prepareBody(req, retry.retryBodyLimit);
+  if (opts.onBody && body.buffered) {
+    const bytes = body.next();
+    if (bytes instanceof Uint8Array) opts.onBody(bytes);
+  }
   // Made on the first retry only: almost every request never needs one.
   let delays: (() => number) | undefined;
   const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();

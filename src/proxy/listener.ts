@@ -3,7 +3,7 @@
  * the server object); everything else goes to the listener's Hono app.
  */
 import type { Server } from "bun";
-import { INTERNAL_PATHS, type ListenerApp } from "./app.ts";
+import { isInternalPath, type ListenerApp } from "./app.ts";
 import type { Listener } from "./classify.ts";
 import { relayHandlers, upgradeAndRelay, type RelayData } from "./ws-relay.ts";
 
@@ -43,7 +43,7 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
       // Proxied traffic skips Hono's routing and context: measured in bench/, that is 4-5 KiB
       // per open stream and a few µs per request, for a route table of one entry.
       const path = pathOf(req.url);
-      if (!INTERNAL_PATHS.has(path)) return opts.app.proxy(req, clientIp);
+      if (!isInternalPath(path)) return opts.app.proxy(req, clientIp);
       return opts.app.app.fetch(req, { clientIp });
     },
     websocket: relayHandlers,
