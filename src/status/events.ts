@@ -41,6 +41,7 @@ class Client {
 
   close(): void {
     this.closed = true;
+    this.queue.length = 0;
     const w = this.wake;
     this.wake = undefined;
     w?.();
