@@ -102,7 +102,6 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   });
   const turnstile = deps.turnstile;
   if (turnstile) {
-    app.get("/turnstile", (c) => c.redirect(TURNSTILE_PREFIX, 308));
     app.all("/turnstile/*", (c) => {
       counted(c.req.path);
       return turnstile(c.req.raw, c.env.clientIp);
