@@ -4,7 +4,7 @@
  * `--force-update`, `--version`, and the legacy `service install|remove`. Pure, so every spelling
  * is tested without running anything.
  */
-export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo"] as const;
+export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo", "status"] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 const FLAG_COMMANDS: Record<string, CommandName> = {
@@ -34,6 +34,12 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
   "force-update": [
     { name: "config", value: true },
     { name: "elevated-log", value: true },
+  ],
+  status: [
+    { name: "config", value: true },
+    { name: "url", value: true },
+    { name: "json", value: false },
+    { name: "watch", value: false },
   ],
   demo: [
     { name: "once", value: false },
