@@ -123,3 +123,16 @@ test("unknown paths under /turnstile/ answer JSON 404, writes 405, and /turnstil
   expect(redirect.headers.get("location")).toBe("/turnstile/");
   expect(stack.ollama!.calls.filter((c) => c.path.startsWith("/turnstile"))).toEqual([]);
 });
+
+test("an open event stream does not hold up a graceful stop", async () => {
+  stack = await startStack({ comfy: false });
+  const { t } = stack;
+  const res = await fetch(`${t.ollamaUrl}/turnstile/events`);
+  const reader = res.body!.getReader();
+  expect((await reader.read()).done).toBe(false);
+  const s = stack;
+  stack = undefined;
+  await s.stop();
+  for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) break;
+  expect(t.logLines.join("")).not.toContain("still open after SHUTDOWN_TIMEOUT");
+});
