@@ -3,6 +3,7 @@
  * logs and metrics wired to events. Everything the CLI, the demo and the tests start goes
  * through `startTurnstile`.
  */
+import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
@@ -14,9 +15,11 @@ import type { Logger } from "./observe/log.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
+import { modelFieldWatcher } from "./ollama/model-field.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./proxy/forward.ts";
+import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { startListener } from "./proxy/listener.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./upstream/health.ts";
 import { EventHub } from "./status/events.ts";
@@ -58,9 +61,50 @@ function withExtra(base: JobListener, extra: JobListener | undefined): JobListen
   return extra ? (e) => (base(e), extra(e)) : base;
 }
 
-function withReport(a: ProbeReport, b: ProbeReport): ProbeReport {
-  return (u, up, detail) => (a(u, up, detail), b(u, up, detail));
+/** A probe report that also updates what /healthz shows. */
+function withHealth(status: HealthBody["upstreams"], report: ProbeReport): ProbeReport {
+  return (upstream, up, detail) => {
+    status[upstream] = up ? "up" : "down";
+    report(upstream, up, detail);
+  };
 }
+
+
+/** A listener that could not bind, said in one line that names its setting and address. */
+export class BindError extends Error {
+  override name = "BindError";
+}
+
+/** `bind()`, with a failure turned into a BindError for the `key` setting and its `listen` value. */
+function bindOrSay<T>(key: string, listen: string, bind: () => T): T {
+  try {
+    return bind();
+  } catch (err) {
+    throw bindError(key, listen, err);
+  }
+}
+
+function bindError(key: string, listen: string, err: unknown): BindError {
+  const where = `${key} ${listen.trim()}`;
+  switch ((err as { code?: unknown } | null)?.code) {
+    case "EADDRINUSE":
+      return new BindError(`${where} is already in use (another gpu-turnstile?)`);
+    case "EACCES":
+      return new BindError(`${where}: permission denied (ports below 1024 need privileges)`);
+    case "EADDRNOTAVAIL":
+      return new BindError(`${where}: this machine has no such address`);
+    default:
+      return new BindError(`${where}: cannot listen (${err instanceof Error ? err.message : String(err)})`);
+  }
+}
+
+/** Every address of this machine's interfaces (Ollama's isLocalIP asks the same). */
+function machineAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
+}
+
+/** Distinct refused Hosts that are logged; the rest are only counted (403 in the request metrics). */
+const MAX_HOST_WARNINGS = 20;
 
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
@@ -88,9 +132,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
 
+  // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
+  const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
   const health = (): HealthBody => {
     const s = lock.snapshot();
-    return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending };
+    return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
   };
   const retry: RetryPolicy = {
     backoffInitialMs: config.backoffInitialMs,
@@ -112,7 +158,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
     turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken }),
     llmTracker: status,
-  } satisfies Omit<ListenerAppDeps, "listener" | "upstream">;
+  } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
@@ -123,6 +169,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
+      probeTimeoutMs: config.probeTimeoutMs,
       jobTimeoutMs: config.jobTimeoutMs,
       historyPollIntervalMs: config.historyPollIntervalMs,
       freeTimeoutMs: config.freeTimeoutMs,
@@ -134,13 +181,26 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
   };
 
+  const allowedHosts = parseAllowedHosts(config.allowedHosts);
+  // Said once per Host (and not without end: a rebinding page can make up names), so an operator
+  // who reaches a loopback listener under a new name sees why at the default level.
+  const warnedHosts = new Set<string>();
+  const refusedHost = (name: Listener, host: string): false => {
+    if (warnedHosts.size < MAX_HOST_WARNINGS && !warnedHosts.has(host)) {
+      warnedHosts.add(host);
+      log.warn(`${name} listener refused Host ${JSON.stringify(host)}: not a local name (DNS-rebinding guard); list it in ALLOWED_HOSTS to allow it`);
+    }
+    return false;
+  };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
   const bound: BoundListener[] = [];
-  const start = (name: Listener, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
+  const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
     const addr = parseListen(listen);
     const upstream = new URL(upstreamUrl);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream });
-    const server = startListener({
+    const guard = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
+    const hostAllowed = (host: string) => guard(host) || refusedHost(name, host);
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
+    const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
       port: addr.port,
@@ -152,15 +212,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
         else log.info(`websocket ${r.path} relayed`);
       },
-    });
+    }));
     servers.push({ name, server });
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
   try {
-    if (config.ollamaUrl) start("ollama", config.listenOllama, config.ollamaUrl, {});
-    if (config.comfyUrl) start("comfy", config.listenComfy, config.comfyUrl, { imageJob });
+    // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
+    const watchLlmBody = ollama && comfy ? () => modelFieldWatcher((m) => ollama.memory.routed(m)) : undefined;
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody });
+    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     throw err;
@@ -177,12 +239,16 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       });
     });
 
+  const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,
     comfy,
     timeoutMs: config.probeTimeoutMs,
     intervalMs: config.healthIntervalMs,
-    report: withReport(upstreamHealthLogger(log, metrics), (u, up, detail) => status.onUpstream(u, up, detail)),
+    report: withHealth(upstreamHealth, (u, up, detail) => {
+      upstreamLog(u, up, detail);
+      status.onUpstream(u, up, detail);
+    }),
   });
 
   return {

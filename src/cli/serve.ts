@@ -4,12 +4,13 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
+import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
 import type { ServiceHost } from "../service/index.ts";
-import { startTurnstile, type Turnstile } from "../turnstile.ts";
+import { BindError, startTurnstile, type Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 
 export interface ServeOptions {
@@ -80,14 +81,14 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
  * operators (otherwise all they would see is "service-specific error 1").
  */
 async function fatal(opts: ServeOptions, lines: string[]): Promise<never> {
-  for (const l of lines) process.stderr.write(`gpu-turnstile: ${l}\n`);
+  for (const l of lines) process.stderr.write(`gpu-turnstile: ${redactCredentials(l)}\n`);
   if (opts.host?.kind === "windows-service") {
     const { windowsLayout } = await import("../service/windows-install.ts");
     const file = windowsLayout(process.env).logFile;
     try {
       mkdirSync(dirname(file), { recursive: true });
       const at = new Date().toISOString();
-      appendFileSync(file, lines.map((l) => `${at} ERROR gpu-turnstile cannot start: ${l}\n`).join(""));
+      appendFileSync(file, lines.map((l) => `${at} ERROR gpu-turnstile cannot start: ${redactCredentials(l)}\n`).join(""));
     } catch {
       // Nowhere left to say it; the SCM still gets exit code 1.
     }
@@ -145,15 +146,17 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   // A valid config, double-clicked: say that closing the window stops it, and how to install the service.
   if (process.platform === "win32" && isCompiled() && host?.kind !== "windows-service") await explainToExplorer(null, opts.configPath);
   const notice = lifecycleLogger(l, env);
-  logStartup(l, notice);
   const { config, log } = l;
   let turnstile: Turnstile;
   try {
     turnstile = startTurnstile({ config, log, version: VERSION });
   } catch (err) {
-    log.error(`cannot listen: ${err instanceof Error ? err.message : String(err)}`);
-    process.exit(1);
+    if (!(err instanceof BindError)) throw err;
+    // One line and exit, before any banner: a double-started instance must be plain to see.
+    if (config.logFile) log.error(err.message);
+    return fatal(opts, [err.message]);
   }
+  logStartup(l, notice);
   host?.ready();
   if (host && host.kind !== "console") {
     // What `systemctl status` shows. Busy chat traffic flips idle <-> llm thousands of times a
@@ -230,6 +233,6 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   process.on("SIGTERM", onSignal);
   host?.onStopRequest(() => shutdown(0));
   // Said last: once an operator (or a script) reads "ready", Ctrl-C already stops gracefully.
-  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: b.name === "ollama" ? config.ollamaUrl : config.comfyUrl });
+  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: redactUrl(b.name === "ollama" ? config.ollamaUrl : config.comfyUrl) });
   return { turnstile, log, done, shutdown };
 }

@@ -17,6 +17,7 @@ export {
   type LoadResult,
   type ReadFile,
 } from "./load.ts";
+export { redactCredentials, redactUrl } from "./redact.ts";
 export { migrateConfig, renderSample, type MigrateResult, type SampleOptions } from "./sample.ts";
 export { parseSetting, settingSchema, type SettingSchema, type SettingValue } from "./schema.ts";
 export {

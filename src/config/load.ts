@@ -19,6 +19,7 @@ import { posix, win32 } from "node:path";
 import { formatDuration } from "./duration.ts";
 import { EnvFileError, parseEnvFile, type EnvEntry } from "./envfile.ts";
 import { parseListen } from "./listen.ts";
+import { redactCredentials, redactUrl } from "./redact.ts";
 import { parseSetting, type SettingValue } from "./schema.ts";
 import { currentPlatform, defaultText, knownKeys, SETTINGS, settingForKey, type Platform, type SettingDef } from "./settings.ts";
 import { closestKey } from "./suggest.ts";
@@ -62,8 +63,10 @@ export class ConfigError extends Error {
   /** every problem found, each one line without the "config error: " prefix; message holds the first */
   readonly problems: readonly string[];
   constructor(problems: readonly string[]) {
-    super(`config error: ${problems[0] ?? "invalid configuration"}`);
-    this.problems = problems;
+    // A problem may quote a value: a URL's credentials never reach the output.
+    const shown = problems.map(redactCredentials);
+    super(`config error: ${shown[0] ?? "invalid configuration"}`);
+    this.problems = shown;
   }
 }
 
@@ -285,7 +288,7 @@ function pointsAtListener(url: string, listen: string): boolean {
   return LOCAL_HOSTS.test(u.hostname) && (l.hostname === undefined || LOCAL_HOSTS.test(l.hostname));
 }
 
-/** One `KEY=value` line per effective setting, for the startup log; passwords in URLs are masked. */
+/** One `KEY=value` line per effective setting, for the startup log; credentials in URLs are masked. */
 export function describeConfig(config: Config): string[] {
   return SETTINGS.map((def) => `${def.key}=${displayValue(def, config[def.field])}`);
 }
@@ -293,8 +296,6 @@ export function describeConfig(config: Config): string[] {
 function displayValue(def: SettingDef, value: Config[keyof Config]): string {
   if (def.secret) return value === "" ? "" : "***";
   if (def.kind === "duration" && typeof value === "number") return formatDuration(value);
-  if (def.kind === "url" && typeof value === "string") {
-    return value.replace(/^(https?:\/\/[^/?#@:]*):[^/?#@]*@/i, "$1:***@");
-  }
+  if (def.kind === "url" && typeof value === "string") return redactUrl(value);
   return String(value);
 }

@@ -69,6 +69,16 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Listener for ComfyUI clients (same forms as LISTEN_OLLAMA).",
   },
   {
+    key: "ALLOWED_HOSTS",
+    field: "allowedHosts",
+    default: "",
+    defaultDoc: "_(empty = local names only)_",
+    kind: "string",
+    pattern: /^\s*(\*|(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?)(\s*,\s*(\*|(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*|\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*\]?))*\s*$/,
+    expected: 'comma-separated host names, "*.suffix" wildcards or addresses, or "*"',
+    doc: 'More Host names a loopback-bound listener answers (DNS-rebinding guard, as Ollama\'s): e.g. "gpu.lan,*.home.arpa"; "*" = any. A listener on all interfaces answers any Host.',
+  },
+  {
     key: "OLLAMA_URL",
     field: "ollamaUrl",
     default: "",
@@ -311,7 +321,7 @@ export const SETTINGS: readonly SettingDef[] = [
     kind: "string",
     pattern: /^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$/,
     expected: "a version like v1.2.3",
-    doc: "Config format version written by --install-service (a dev build writes v0.0.0); without it, install replaces this file with a fresh sample and keeps a .bak.",
+    doc: "Config format version written by --install-service (a dev build writes v0.0.0); a file without it or with an older one is rewritten into the current sample's layout, every setting kept, the old file kept as .bak.",
   },
 ];
 

@@ -6,6 +6,7 @@ export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 
 export type ImageJobEvent =
   | { phase: "acquired"; jobId: number; waitedMs: number }
+  /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
   | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string }
   | { phase: "forwarded"; jobId: number; status: number; promptId?: string; durationMs: number }
   | { phase: "retrying"; jobId: number; attempt: number; delayMs: number; reason: string }

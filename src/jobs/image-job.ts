@@ -11,6 +11,7 @@
 import type { ComfyClient } from "../comfy/client.ts";
 import { vramReleased } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
+import { emptyOllama, type UnloadResult } from "../ollama/unload.ts";
 import { sleep } from "../proxy/backoff.ts";
 import { errorResponse } from "../proxy/dialect.ts";
 import { forward, relayResponse, type Hold, type RetryPolicy } from "../proxy/forward.ts";
@@ -34,6 +35,7 @@ export interface ImageLock {
 export interface ImageJobSettings {
   unloadTimeoutMs: number;
   unloadPollIntervalMs: number;
+  probeTimeoutMs: number;
   jobTimeoutMs: number;
   historyPollIntervalMs: number;
   freeTimeoutMs: number;
@@ -104,7 +106,11 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   // upstream request is not tied to the client's signal; JOB_TIMEOUT bounds a ComfyUI that hangs.
   // The timeout starts per attempt: one made on arrival had often expired by the time a job that
   // queued behind others got the GPU, and that job got a 502 without reaching ComfyUI.
-  const fetchSignal = () => AbortSignal.timeout(settings.jobTimeoutMs);
+  // The attempt whose /prompt is on its way, until it is given up for a backoff: if it ends with
+  // no answer, that is ComfyUI's doing (JOB_TIMEOUT, or a cut), whether or not the client stayed.
+  let sent: AbortSignal | undefined;
+  const fetchSignal = () => (sent = AbortSignal.timeout(settings.jobTimeoutMs));
+  const noAnswer = (s: AbortSignal): JobOutcome => (s.aborted ? "timeout" : "upstream_error");
   const started = performance.now();
   let result;
   try {
@@ -115,15 +121,26 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       clientIp,
       retry: settings.retry,
       acquire,
-      onRetry: (n) => emit({ phase: "retrying", jobId, ...n }),
+      onRetry: (n) => {
+        sent = undefined;
+        emit({ phase: "retrying", jobId, ...n });
+      },
     });
   } catch (err) {
-    release("client_gone");
+    release(sent ? noAnswer(sent) : "client_gone");
     throw err;
   }
 
   if (!result.ok) {
-    release("upstream_error");
+    const outcome = noAnswer(sent!);
+    release(outcome);
+    if (outcome === "timeout") {
+      return errorResponse("comfy", {
+        status: 504,
+        type: "upstream_timeout",
+        message: `gpu-turnstile: ComfyUI did not answer /prompt within JOB_TIMEOUT (${settings.jobTimeoutMs} ms)`,
+      });
+    }
     return errorResponse("comfy", {
       status: 502,
       type: "upstream_unreachable",
@@ -161,20 +178,18 @@ async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   const { ollama, settings, emit } = deps;
   if (!ollama) return;
   const t0 = performance.now();
-  const signal = AbortSignal.timeout(settings.unloadTimeoutMs);
-  let models: string[] = [];
-  let complete = false;
-  let error: string | undefined;
+  let r: UnloadResult;
   try {
-    models = (await ollama.ps(signal)).map((m) => m.name);
-    for (const m of models) await ollama.unload(m, signal);
-    // Nothing was loaded: nothing to wait for (and one /api/ps round trip less on every hand-off).
-    complete = models.length === 0 || await ollama.waitUnloaded(Date.now() + settings.unloadTimeoutMs - (performance.now() - t0), settings.unloadPollIntervalMs, signal);
-    if (!complete) error = `models still loaded after ${settings.unloadTimeoutMs} ms`;
+    r = await emptyOllama(ollama, {
+      timeoutMs: settings.unloadTimeoutMs,
+      pollMs: settings.unloadPollIntervalMs,
+      // A hanging /api/ps is given up on with time left to unload blind and poll again.
+      psTimeoutMs: Math.min(settings.probeTimeoutMs, settings.unloadTimeoutMs / 2),
+    });
   } catch (err) {
-    error = signal.aborted ? `no answer within UNLOAD_TIMEOUT (${settings.unloadTimeoutMs} ms)` : describeFetchError(err);
+    r = { tried: [], complete: false, error: describeFetchError(err) };
   }
-  emit({ phase: "unloaded", jobId, models, durationMs: performance.now() - t0, complete, error });
+  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error });
 }
 
 /** Wait for the job, free ComfyUI's memory and confirm it came back. Returns the job's outcome. */

@@ -9,9 +9,10 @@
  * Every line is written synchronously (fs.writeSync), so a line logged right before
  * process.exit() is never lost, on a pipe as well as in LOG_FILE.
  */
-import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { closeSync, fchmodSync, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { createConsola, type ConsolaInstance, type LogObject } from "consola/core";
+import { redactCredentials } from "../config/redact.ts";
 import type { LogFormat, LogLevel } from "../config/types.ts";
 
 export type { LogFormat, LogLevel };
@@ -188,10 +189,23 @@ function fdSink(fd: number, owned: boolean): Sink {
   };
 }
 
+/** Owner and group only: request lines name models, paths and client addresses. */
+export const LOG_FILE_MODE = 0o640;
+
 function openLogFile(path: string): Sink {
   try {
     mkdirSync(dirname(path), { recursive: true });
-    return fdSink(openSync(path, "a"), true);
+    const fd = openSync(path, "a", LOG_FILE_MODE);
+    if (process.platform !== "win32") {
+      // A file an older version created world-readable is tightened (when it is ours to change).
+      const mode = fstatSync(fd).mode & 0o777;
+      try {
+        if (mode & 0o007) fchmodSync(fd, mode & 0o770);
+      } catch {
+        /* not ours: leave it */
+      }
+    }
+    return fdSink(fd, true);
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
     throw new Error(`cannot open log file ${path}: ${reason}`);
@@ -279,7 +293,9 @@ export function createLogger(opts: LoggerOptions): RootLogger {
       const msg = typeof obj.args[0] === "string" ? obj.args[0] : String(obj.args[0] ?? "");
       const fields = normalizeFields((obj.fields as Fields | undefined) ?? {}, withStack);
       const time = now();
-      sink.write(opts.format === "json" ? formatJsonLine(time, level, msg, fields) : formatTextLine(time, level, msg, fields, color));
+      const line = opts.format === "json" ? formatJsonLine(time, level, msg, fields) : formatTextLine(time, level, msg, fields, color);
+      // Whatever a caller put into a message or field — an upstream URL, an error quoting one — its credentials stay out.
+      sink.write(redactCredentials(line));
     },
   };
   const consola = createConsola({

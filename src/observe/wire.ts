@@ -70,9 +70,9 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
             unload: ms(e.durationMs),
           });
         } else {
-          log.warn(`image job ${e.jobId}: Ollama unload incomplete, continuing`, {
+          log.warn(`image job ${e.jobId}: Ollama unload not confirmed, continuing`, {
             job: e.jobId,
-            models: e.models.join(",") || "-",
+            tried: e.models.join(",") || "-",
             unload: ms(e.durationMs),
             reason: e.error,
           });

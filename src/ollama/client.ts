@@ -1,10 +1,10 @@
 /**
- * The few calls the turnstile makes to Ollama itself: what is loaded, unload it, wait until it
- * is really gone, and load a model back. Ollama answers an unload at once and frees the model
- * afterwards (api-facts O6), so "unloaded" is only ever decided by /api/ps being empty.
+ * The few calls the turnstile makes to Ollama itself: what is loaded, unload a model, and load one
+ * back (emptying Ollama for an image job is unload.ts). Ollama answers an unload at once and frees
+ * the model afterwards (api-facts O6), so "unloaded" is only ever decided by /api/ps being empty.
  */
-import { sleep } from "../proxy/backoff.ts";
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
+import { ModelMemory } from "./model-memory.ts";
 
 export interface LoadedModel {
   name: string;
@@ -14,6 +14,9 @@ export interface LoadedModel {
 export type UnloadVia = "generate" | "embed";
 
 export class OllamaClient {
+  /** What may be loaded: every good /api/ps answer and every warm-up here, LLM requests from the proxy. */
+  readonly memory = new ModelMemory();
+
   constructor(
     readonly base: URL,
     private readonly callTimeoutMs: number,
@@ -26,15 +29,17 @@ export class OllamaClient {
     return isRecord(v) && typeof v.version === "string" ? v.version : "unknown";
   }
 
-  async ps(signal?: AbortSignal): Promise<LoadedModel[]> {
-    const { status, text } = await callJson(this.base, "/api/ps", { timeoutMs: this.callTimeoutMs, signal });
+  async ps(signal?: AbortSignal, timeoutMs = this.callTimeoutMs): Promise<LoadedModel[]> {
+    const { status, text } = await callJson(this.base, "/api/ps", { timeoutMs, signal });
     if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/ps");
     const body = parseJson(text);
-    const models = isRecord(body) && Array.isArray(body.models) ? body.models : [];
-    return models.filter(isRecord).map((m) => ({
+    if (!isRecord(body) || !Array.isArray(body.models)) throw new UpstreamHttpError(status, text, "GET /api/ps answered without a models list");
+    const models = body.models.filter(isRecord).map((m) => ({
       name: String(m.name ?? m.model ?? ""),
       sizeVram: typeof m.size_vram === "number" ? m.size_vram : 0,
     }));
+    this.memory.listed(models.map((m) => m.name));
+    return models;
   }
 
   /**
@@ -58,18 +63,9 @@ export class OllamaClient {
     throw new UpstreamHttpError(emb.status, emb.text, `unload ${model}`);
   }
 
-  /** Poll /api/ps until nothing is loaded. Resolves true when empty, false at the deadline. */
-  async waitUnloaded(deadline: number, pollMs: number, signal?: AbortSignal): Promise<boolean> {
-    for (;;) {
-      if ((await this.ps(signal)).length === 0) return true;
-      const left = deadline - Date.now();
-      if (left <= 0) return false;
-      await sleep(Math.min(pollMs, left), signal);
-    }
-  }
-
   /** Load `model` and keep it resident (`keep_alive:-1`), so the next chat skips the load time. */
   async warm(model: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    this.memory.routed(model);
     const { status, text } = await callJson(this.base, "/api/generate", {
       timeoutMs,
       signal,

@@ -6,10 +6,12 @@
 // hono/tiny (PatternRouter): two fixed routes and a catch-all need no more router, and it loads
 // ~1 MiB lighter than the default preset — memory every idle turnstile pays (docs/BENCHMARKS.md).
 import { Hono } from "hono/tiny";
+import { redactCredentials } from "../config/redact.ts";
 import type { ImageJobDeps } from "../jobs/image-job.ts";
 import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
-import { dialectFor, errorResponse } from "./dialect.ts";
+import { dialectFor, errorResponse, type ErrorReply } from "./dialect.ts";
+import { admit, requestPath } from "./front-door.ts";
 import { forward, relayResponse, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "./forward.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
@@ -40,10 +42,14 @@ export interface LlmTracker<T = unknown> {
   end(t: T): void;
 }
 
+/** An upstream as the last health probe found it; `disabled` when its URL is empty. */
+export type UpstreamHealth = "up" | "down" | "disabled";
+
 export interface HealthBody {
   state: string;
   llm_inflight: number;
   image_pending: boolean;
+  upstreams: { ollama: UpstreamHealth; comfy: UpstreamHealth };
 }
 
 export interface ListenerAppDeps {
@@ -57,6 +63,10 @@ export interface ListenerAppDeps {
   metrics: () => { contentType: string; text: string };
   /** The ComfyUI listener's image jobs; absent on the Ollama listener. */
   imageJob?: ImageJobDeps;
+  /** A watcher per LLM request, fed its body as it is sent (the blind unload's model memory). */
+  watchLlmBody?: () => (chunk: Uint8Array) => void;
+  /** The listener's DNS-rebinding guard (host-guard.ts): may a request with this Host pass. */
+  hostAllowed: (host: string) => boolean;
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
@@ -70,19 +80,20 @@ export type AppEnv = { Bindings: { clientIp: string | undefined } };
 export interface ListenerApp {
   /** The whole listener as a Hono app: /healthz, /metrics, and everything else to `proxy`. */
   app: Hono<AppEnv>;
-  /** The proxy route alone: classify → gate → forward. Never throws. */
+  /** The proxy route alone: admit → classify → gate → forward. Never throws. */
   proxy(req: Request, clientIp: string | undefined): Promise<Response>;
+  /** GET or HEAD of an INTERNAL_PATHS path, answered whatever the Host (an `nc` or HTTP/1.0 check sends none). */
+  internal(req: Request, clientIp: string | undefined): Response | Promise<Response>;
+  /** The front-door checks for a request that `proxy` does not see (a websocket upgrade): its URL, or the refusal to send. */
+  admit(req: Request, cls: RequestClass): URL | Response;
 }
 
 /** The two paths the turnstile answers itself; everything else belongs to the upstream. */
 export const INTERNAL_PATHS: ReadonlySet<string> = new Set(["/healthz", "/metrics"]);
 
-/** The turnstile's own prefix (status, events, page): neither Ollama nor ComfyUI uses it. */
-export const TURNSTILE_PREFIX = "/turnstile/";
-
-/** Answered by the turnstile itself, not proxied. */
-export function isInternalPath(path: string): boolean {
-  return INTERNAL_PATHS.has(path) || path === "/turnstile" || path.startsWith(TURNSTILE_PREFIX);
+/** The turnstile's own pages (status, events, page) live under this; neither Ollama nor ComfyUI uses it. */
+export function isTurnstilePath(path: string): boolean {
+  return path.startsWith("/turnstile") && (path.length === 10 || path.charCodeAt(10) === 47 /* "/" */);
 }
 
 export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
@@ -100,17 +111,25 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const m = deps.metrics();
     return c.body(m.text, 200, { "content-type": m.contentType });
   });
-  const turnstile = deps.turnstile;
-  if (turnstile) {
-    app.all("/turnstile/*", (c) => {
-      counted(c.req.path);
-      return turnstile(c.req.raw, c.env.clientIp);
-    });
-  }
+
+  /** A request refused at the door: counted and logged like any other, answered in its dialect. */
+  const refused = (req: Request, cls: RequestClass, reply: ErrorReply): Response => {
+    const info = { listener, method: req.method, path: requestPath(req.url), class: cls };
+    observer.start(info);
+    observer.end({ ...info, status: reply.status, durationMs: 0 });
+    return errorResponse(dialectFor(listener, info.path), reply);
+  };
 
   const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
-    const url = new URL(req.url);
-    const cls = classify(listener, req.method, url.pathname);
+    const door = admit(req, deps.hostAllowed);
+    if (!door.ok) return refused(req, "pass", door.reply);
+    const { url } = door;
+    // After the door, not before: the Host rules guard these pages (DNS rebinding) like the proxy.
+    if (deps.turnstile && isTurnstilePath(door.routed)) {
+      counted(url.pathname);
+      return deps.turnstile(req, clientIp);
+    }
+    const cls = classify(listener, req.method, door.routed);
     const t0 = performance.now();
     const info = { listener, method: req.method, path: url.pathname, class: cls };
     observer.start(info);
@@ -127,8 +146,20 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     return res;
   };
   app.all("*", (c) => proxy(c.req.raw, c.env.clientIp));
-  app.onError((err, c) => internalError(deps, c.req.raw, new URL(c.req.url).pathname, err));
-  return { app, proxy };
+  app.onError((err, c) => internalError(deps, c.req.raw, requestPath(c.req.url), err));
+  return {
+    app,
+    proxy,
+    internal(req, clientIp) {
+      // Hono reads the path from an absolute URL; Bun gives a relative one when the Host is missing or unusable.
+      const r = req.url.charCodeAt(0) === 47 /* "/" */ ? new Request(`http://localhost${req.url}`, { method: req.method, headers: req.headers }) : req;
+      return app.fetch(r, { clientIp });
+    },
+    admit(req, cls) {
+      const door = admit(req, deps.hostAllowed);
+      return door.ok ? door.url : refused(req, cls, door.reply);
+    },
+  };
 }
 
 function internalError(deps: ListenerAppDeps, req: Request, path: string, err: unknown): Response {
@@ -175,6 +206,7 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
         acquire: tracker
           ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(t), h))
           : () => admitLLM(deps.lock, deps.busy, req.signal),
+        watchBody: deps.watchLlmBody?.(),
         onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
         onBody: tracker && ((b) => tracker.body(t, b)),
       });
@@ -211,6 +243,6 @@ function unreachable(deps: ListenerAppDeps, req: Request, url: URL, reason: stri
   return errorResponse(dialectFor(deps.listener, url.pathname), {
     status: 502,
     type: "upstream_unreachable",
-    message: `gpu-turnstile could not reach ${name} at ${deps.upstream.host}: ${reason}`,
+    message: `gpu-turnstile could not reach ${name} at ${deps.upstream.host}: ${redactCredentials(reason)}`,
   });
 }

@@ -48,7 +48,12 @@ export interface ForwardOptions {
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
-  /** Shown the request body when it is buffered (small, with a Content-Length); never a copy. */
+  /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
+  watchBody?: (chunk: Uint8Array) => void;
+  /**
+   * Shown a buffered body (small, with a Content-Length) at once, before any hold is taken: the
+   * status page names the model of a request that is still waiting. Never a copy.
+   */
   onBody?: (bytes: Uint8Array) => void;
 }
 
@@ -79,10 +84,10 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const { signal, retry } = opts;
   const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
-  const body = await prepareBody(req, retry.retryBodyLimit);
+  const body = await prepareBody(req, retry.retryBodyLimit, opts.watchBody);
   if (opts.onBody && body.buffered) {
-    const bytes = body.next();
-    if (bytes instanceof Uint8Array) opts.onBody(bytes);
+    const bytes = body.peek?.();
+    if (bytes) opts.onBody(bytes);
   }
   // Made on the first retry only: almost every request never needs one.
   let delays: (() => number) | undefined;

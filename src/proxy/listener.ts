@@ -3,8 +3,9 @@
  * the server object); everything else goes to the listener's Hono app.
  */
 import type { Server } from "bun";
-import { isInternalPath, type ListenerApp } from "./app.ts";
+import { INTERNAL_PATHS, type ListenerApp } from "./app.ts";
 import type { Listener } from "./classify.ts";
+import { requestPath } from "./front-door.ts";
 import { relayHandlers, upgradeAndRelay, type RelayData } from "./ws-relay.ts";
 
 export interface ListenerOptions {
@@ -25,12 +26,17 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
     idleTimeout: 0,
     // Never Bun's development error page (stack traces to clients); our own errors are JSON.
     development: false,
+    // One turnstile per port: with `development: false` Bun would otherwise set SO_REUSEPORT, and
+    // a second instance would bind the same port and get half the connections with its own lock.
+    reusePort: false,
     // Model blobs (`ollama create`) and ComfyUI uploads stream through; the upstream sets limits.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     async fetch(req, server) {
       const clientIp = server.requestIP(req)?.address;
       if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
-        const path = new URL(req.url).pathname;
+        const url = opts.app.admit(req, "ws");
+        if (url instanceof Response) return url;
+        const path = url.pathname;
         const r = await upgradeAndRelay(req, server, {
           upstream: opts.upstream,
           clientIp,
@@ -42,18 +48,9 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
       }
       // Proxied traffic skips Hono's routing and context: measured in bench/, that is 4-5 KiB
       // per open stream and a few µs per request, for a route table of one entry.
-      const path = pathOf(req.url);
-      if (!isInternalPath(path)) return opts.app.proxy(req, clientIp);
-      return opts.app.app.fetch(req, { clientIp });
+      if ((req.method === "GET" || req.method === "HEAD") && INTERNAL_PATHS.has(requestPath(req.url))) return opts.app.internal(req, clientIp);
+      return opts.app.proxy(req, clientIp);
     },
     websocket: relayHandlers,
   });
-}
-
-/** The path of an absolute request URL, without building a URL object. */
-function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return "/";
-  const q = url.indexOf("?", start);
-  return q < 0 ? url.slice(start) : url.slice(start, q);
 }

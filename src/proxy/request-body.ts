@@ -13,24 +13,39 @@ export interface ReplayableBody {
   readonly replayable: boolean;
   /** True when the body is held in memory (so even a 5xx may be replayed for idempotent methods). */
   readonly buffered: boolean;
+  /** The buffered bytes, without sending them (and without telling `watch`). */
+  peek?(): Uint8Array;
 }
 
 const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
 
-export async function prepareBody(req: Request, bufferLimit: number): Promise<ReplayableBody> {
+/**
+ * `watch` sees the body's bytes the first time they are sent (the attempt's hold is taken by
+ * then): a buffered body whole, a streamed one chunk by chunk as the upstream pulls it.
+ */
+export async function prepareBody(req: Request, bufferLimit: number, watch?: (chunk: Uint8Array) => void): Promise<ReplayableBody> {
   if (req.method === "GET" || req.method === "HEAD") return NO_BODY;
   const declared = Number(req.headers.get("content-length") ?? NaN);
   // Read before touching req.body: that getter alone makes a JavaScript stream for the body.
   if (Number.isFinite(declared) && declared <= bufferLimit) {
     const bytes = new Uint8Array(await req.arrayBuffer());
     if (bytes.length === 0) return NO_BODY;
-    return { next: () => bytes, replayable: true, buffered: true };
+    return {
+      next() {
+        watch?.(bytes);
+        watch = undefined;
+        return bytes;
+      },
+      peek: () => bytes,
+      replayable: true,
+      buffered: true,
+    };
   }
   if (req.body === null) return NO_BODY;
-  return streamingBody(req.body);
+  return streamingBody(req.body, watch);
 }
 
-function streamingBody(source: ReadableStream<Uint8Array>): ReplayableBody {
+function streamingBody(source: ReadableStream<Uint8Array>, watch?: (chunk: Uint8Array) => void): ReplayableBody {
   const reader = source.getReader();
   let touched = false;
   return {
@@ -44,8 +59,9 @@ function streamingBody(source: ReadableStream<Uint8Array>): ReplayableBody {
           async pull(c) {
             touched = true;
             const { done, value } = await reader.read();
-            if (done) c.close();
-            else c.enqueue(value);
+            if (done) return c.close();
+            watch?.(value);
+            c.enqueue(value);
           },
           cancel(reason) {
             return reader.cancel(reason);

@@ -5,6 +5,8 @@
  */
 import { appendFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { EnvFileError, parseEnvFile } from "../config/envfile.ts";
+import { buildConfig, ConfigError } from "../config/load.ts";
 import { migrateConfig, renderSample } from "../config/sample.ts";
 import { DEV_VERSION, parseVersion } from "../config/version.ts";
 import { ELEVATED_LOG_FLAG, formatElevatedLine, relaunchElevated } from "./elevate.ts";
@@ -146,7 +148,18 @@ export function configVersion(version: string): string {
 /** src/config/sample.ts, adapted to the installer's platform names. */
 export const realConfigOps: ConfigOps = {
   renderSample: (o) => renderSample(toConfigSample(o)),
-  migrateConfig: (text, o) => migrateConfig(text, toConfigSample(o)),
+  migrateConfig: (text, o, file) => migrateConfig(text, toConfigSample(o), file),
+  check(text, file, os) {
+    // The service gets no user environment (systemd passes only the file; the SCM none): the file alone counts.
+    try {
+      buildConfig({ entries: parseEnvFile(text, file), file, env: {}, platform: { os, arch: process.arch } });
+      return [];
+    } catch (e) {
+      if (e instanceof ConfigError) return [...e.problems];
+      if (e instanceof EnvFileError) return [e.message];
+      throw e;
+    }
+  },
 };
 
 function toConfigSample(o: SampleOptions) {

@@ -4,7 +4,7 @@
  * if it was running. Every OS access goes through Platform, every path through `under(root, …)`.
  */
 import { CONFIG_ENV_VAR, CONFIG_FILE_NAME } from "../config/load.ts";
-import { placeConfig, type ConfigOps } from "./install-config.ts";
+import { applyConfig, checkInPlace, planConfig, reportProblems, type ConfigOps, type ConfigPlan } from "./install-config.ts";
 import { under, type Platform } from "./platform.ts";
 import { Report, type Outcome, type ReportSink } from "./report.ts";
 import { diffUnits, execPathOf, parseUnit, renderUnit, UNIT_NAME } from "./systemd-unit.ts";
@@ -44,6 +44,26 @@ export async function installLinux(p: Platform, o: LinuxInstallOptions): Promise
   }
   if (!(await preflight(p, o, r))) return r.done();
   const source = await configSource(p, o);
+  // The config is settled before anything is stopped or registered: a service that could not
+  // start is not installed, and the user is told which file to fix.
+  const config = o.noCopy
+    ? await checkInPlace(p, source ?? at(LINUX_LAYOUT.configPath), o.config, "linux")
+    : await planConfig(p, {
+        target: at(LINUX_LAYOUT.configPath),
+        source,
+        given: o.configPath !== undefined,
+        version: o.version,
+        platform: "linux",
+        ops: o.config,
+      });
+  if (config.problems.length > 0) {
+    if (config.writeOnFail && config.write !== null) {
+      await p.mkdirp(at("/etc"), 0o755);
+      await applyConfig(p, config, r, CONFIG_MODE);
+    }
+    reportProblems(config, r);
+    return r.done();
+  }
 
   const unitFile = at(LINUX_LAYOUT.unitPath);
   const oldUnit = await p.readText(unitFile);
@@ -59,7 +79,7 @@ export async function installLinux(p: Platform, o: LinuxInstallOptions): Promise
   }
 
   try {
-    return await converge(p, o, r, { source, oldUnit, wasRunning, wasEnabled });
+    return await converge(p, o, r, { source, config, oldUnit, wasRunning, wasEnabled });
   } catch (e) {
     r.error(`install-service failed: ${(e as Error).message}`);
     if (wasRunning) await step(p, r, ["start", UNIT_NAME], "started the previous installation again");
@@ -67,8 +87,12 @@ export async function installLinux(p: Platform, o: LinuxInstallOptions): Promise
   }
 }
 
+/** The installed config and its .bak may hold credentials; systemd reads EnvironmentFile= as root. */
+const CONFIG_MODE = 0o600;
+
 interface Before {
   source: string | null;
+  config: ConfigPlan;
   oldUnit: string | null;
   wasRunning: boolean;
   wasEnabled: boolean;
@@ -76,12 +100,11 @@ interface Before {
 
 async function converge(p: Platform, o: LinuxInstallOptions, r: Report, b: Before): Promise<Outcome> {
   const at = (path: string) => under(p.root, path);
-  const { source, oldUnit, wasRunning, wasEnabled } = b;
+  const { source, config, oldUnit, wasRunning, wasEnabled } = b;
   const fresh = oldUnit === null;
   const unitFile = at(LINUX_LAYOUT.unitPath);
   let execPath = o.selfPath;
   let configPath = source ?? LINUX_LAYOUT.configPath;
-  let freshSample = false;
   if (!o.noCopy) {
     execPath = LINUX_LAYOUT.binPath;
     configPath = LINUX_LAYOUT.configPath;
@@ -95,15 +118,9 @@ async function converge(p: Platform, o: LinuxInstallOptions, r: Report, b: Befor
       r.info(`binary: ${LINUX_LAYOUT.binPath} is already this version`);
     }
     await p.mkdirp(at("/etc"), 0o755);
-    const placed = await placeConfig(
-      p,
-      { target: at(LINUX_LAYOUT.configPath), source, version: o.version, platform: "linux", mode: 0o644, ops: o.config },
-      r,
-    );
-    freshSample = placed.freshSample;
+    await applyConfig(p, config, r, CONFIG_MODE);
   } else {
     r.info(`binary: registering ${o.selfPath} where it is (--no-copy)`);
-    r.info(source ? `config: ${source} (left as it is)` : `config: none found; the unit reads ${configPath} if you create it`);
     warnHidden(o.selfPath, r);
   }
 
@@ -122,7 +139,7 @@ async function converge(p: Platform, o: LinuxInstallOptions, r: Report, b: Befor
     r.info(`unit: ${LINUX_LAYOUT.unitPath} is up to date`);
   }
 
-  const startNow = (fresh || wasRunning) && !freshSample;
+  const startNow = fresh || wasRunning;
   if (fresh || !wasEnabled) {
     const args = startNow ? ["enable", "--now", UNIT_NAME] : ["enable", UNIT_NAME];
     if (!(await step(p, r, args, startNow ? "enabled and started gpu-turnstile" : "enabled gpu-turnstile (starts at boot)"))) {
@@ -136,15 +153,11 @@ async function converge(p: Platform, o: LinuxInstallOptions, r: Report, b: Befor
     }
   }
 
-  if (freshSample) {
-    r.warn(
-      `not started: ${LINUX_LAYOUT.configPath} is a fresh sample. Set OLLAMA_URL and/or COMFY_URL there, ` +
-        `then run: systemctl start gpu-turnstile`,
-    );
-  } else if (!startNow) {
-    r.info("left stopped, as it was before (start it with: systemctl start gpu-turnstile)");
-  }
-  r.info("logs: journalctl -u gpu-turnstile (or LOG_FILE if set); remove with: gpu-turnstile remove-service");
+  if (!startNow) r.info("left stopped, as it was before (start it with: systemctl start gpu-turnstile)");
+  r.info(`config: ${configPath} (after editing it: systemctl restart gpu-turnstile)`);
+  r.info("logs: journalctl -u gpu-turnstile (or LOG_FILE if set)");
+  // The installed binary is not on PATH: say where it is for the day it is removed.
+  r.info(`remove with: sudo ${execPath} remove-service`);
   return r.done();
 }
 

@@ -10,7 +10,7 @@
  */
 import { CONFIG_ENV_VAR, CONFIG_FILE_NAME } from "../config/load.ts";
 import { parseEnvFile } from "../config/envfile.ts";
-import { placeConfig, type ConfigOps } from "./install-config.ts";
+import { applyConfig, checkInPlace, planConfig, reportProblems, type ConfigOps, type ConfigPlan } from "./install-config.ts";
 import type { Platform, RunResult } from "./platform.ts";
 import { Report, type Outcome, type ReportSink } from "./report.ts";
 import {
@@ -87,13 +87,38 @@ export async function installWindows(p: Platform, o: WindowsInstallOptions): Pro
     return r.done();
   }
   const source = await configSource(p, o);
-
   const query = await sc(p, ["query", SERVICE_NAME]);
   const exists = query.code !== ERROR_SERVICE_DOES_NOT_EXIST;
   if (exists && query.code !== 0) {
     r.error(`sc.exe query ${SERVICE_NAME} failed (exit ${query.code}): ${text(query)}`);
     return r.done();
   }
+  // Settled before anything is stopped or registered (see install-config.ts); the query only reads.
+  const L = windowsLayout(p.env);
+  const config = o.noCopy
+    ? await checkInPlace(p, source, o.config, "win32")
+    : await planConfig(p, {
+        target: L.configPath,
+        source,
+        given: o.configPath !== undefined,
+        version: o.version,
+        platform: "win32",
+        logFile: L.logFile,
+        ops: o.config,
+      });
+  if (config.problems.length > 0) {
+    if (config.writeOnFail && config.write !== null) {
+      await p.mkdirp(L.installDir);
+      await applyConfig(p, config, r);
+      // Only SYSTEM, Administrators and an already registered service may read it meanwhile.
+      for (const [path, service] of [[L.configPath, exists], [`${L.configPath}.bak`, false]] as const) {
+        if (await p.stat(path)) await p.run("icacls.exe", configAclArgs(path, service));
+      }
+    }
+    reportProblems(config, r);
+    return r.done();
+  }
+
   const state = exists ? parseState(query.stdout) : undefined;
   const wasRunning = state !== undefined && state !== STATE.STOPPED;
   if (wasRunning) {
@@ -104,7 +129,7 @@ export async function installWindows(p: Platform, o: WindowsInstallOptions): Pro
 
   const progress = { startTried: false };
   try {
-    await converge(p, o, r, { source, exists, wasRunning }, progress);
+    await converge(p, o, r, { source, config, exists, wasRunning }, progress);
   } catch (e) {
     r.error(`install-service failed: ${(e as Error).message}`);
   }
@@ -118,17 +143,17 @@ export async function installWindows(p: Platform, o: WindowsInstallOptions): Pro
 
 interface Before {
   source: string | null;
+  config: ConfigPlan;
   exists: boolean;
   wasRunning: boolean;
 }
 
 async function converge(p: Platform, o: WindowsInstallOptions, r: Report, b: Before, progress: { startTried: boolean }): Promise<void> {
   const L = windowsLayout(p.env);
-  const { source, exists, wasRunning } = b;
+  const { source, config, exists, wasRunning } = b;
   // Files first: none of them needs the service's SID.
   const exe = o.noCopy ? o.selfPath : L.exePath;
   let configForService: string | undefined;
-  let freshSample = false;
   await p.mkdirp(L.dataDir);
   if (!o.noCopy) {
     await p.mkdirp(L.installDir);
@@ -139,17 +164,12 @@ async function converge(p: Platform, o: WindowsInstallOptions, r: Report, b: Bef
     } else {
       r.info(`exe: ${L.exePath} is already this version`);
     }
-    const placed = await placeConfig(
-      p,
-      { target: L.configPath, source, version: o.version, platform: "win32", logFile: L.logFile, ops: o.config },
-      r,
-    );
-    freshSample = placed.freshSample;
+    await applyConfig(p, config, r);
   } else {
     r.info(`exe: registering ${o.selfPath} where it is (--no-copy)`);
     // The service finds a config beside its exe by itself; anywhere else it must be told.
     if (source !== null && !samePath(dirOf(source), dirOf(o.selfPath))) configForService = source;
-    r.info(source ? `config: ${source} (left as it is)` : "config: none found; the service will use defaults");
+    r.info(`config: ${source} (left as it is)`);
   }
   const installedConfig = o.noCopy ? source : L.configPath;
   const logFile = installedConfig ? await logFileOf(p, installedConfig) : undefined;
@@ -226,22 +246,32 @@ async function converge(p: Platform, o: WindowsInstallOptions, r: Report, b: Bef
     }
   }
   r.info(`access: ${VIRTUAL_ACCOUNT} may use ${grants.map(([path]) => path).join(", ")}`);
+  if (!o.noCopy) {
+    // Written files inherit the folder's ACL (Users may read): the config may hold credentials.
+    for (const [path, service] of [[L.configPath, true], [`${L.configPath}.bak`, false]] as const) {
+      if (!(await p.stat(path))) continue;
+      const res = await p.run("icacls.exe", configAclArgs(path, service));
+      if (res.code !== 0) {
+        r.error(`restricting access to ${path} failed (exit ${res.code}): ${text(res)}`);
+        await rollback();
+        return;
+      }
+    }
+    r.info(`access: ${L.configPath} only for SYSTEM, Administrators and ${VIRTUAL_ACCOUNT} (it may hold credentials)`);
+  }
   if (o.noCopy) r.warn(`with --no-copy the service cannot replace ${exe} itself: self-updates will not apply`);
 
-  const startNow = (!exists || wasRunning) && !freshSample;
-  if (startNow) {
+  if (!exists || wasRunning) {
     progress.startTried = true;
     if (!(await startAndWait(p, r, o.waitMs, logFile))) return;
     r.info(exists ? "started gpu-turnstile again" : "started gpu-turnstile");
-  } else if (freshSample) {
-    r.warn(
-      `not started: ${L.configPath} is a fresh sample. Set OLLAMA_URL and/or COMFY_URL there, then run: sc.exe start ${SERVICE_NAME}`,
-    );
   } else {
     r.info(`left stopped, as it was before (start it with: sc.exe start ${SERVICE_NAME})`);
   }
+  r.info(`config: ${installedConfig} (edit it in an editor run as administrator, then restart the service)`);
   if (logFile) r.info(`logs: ${logFile}`);
-  r.info("remove with: gpu-turnstile.exe remove-service");
+  // The installed exe is not on PATH: say where it is for the day it is removed.
+  r.info(`remove with: "${exe}" remove-service`);
 }
 
 export interface WindowsRemoveOptions {
@@ -413,6 +443,15 @@ async function logFileOf(p: Platform, configPath: string): Promise<string | unde
   } catch {
     return undefined; // the service reports a broken config itself
   }
+}
+
+/**
+ * icacls arguments that leave `path` readable by SYSTEM and Administrators (full control) and,
+ * with `service`, the service's virtual account (read) — nobody else: inheritance is removed, so
+ * the folder's "Users: read" no longer applies. Well-known SIDs, since group names are localized.
+ */
+export function configAclArgs(path: string, service: boolean): string[] {
+  return [path, "/inheritance:r", "/grant:r", "*S-1-5-18:(F)", "*S-1-5-32-544:(F)", ...(service ? [`${VIRTUAL_ACCOUNT}:(R)`] : [])];
 }
 
 /** The exe from a registered command line (quoted or not). */

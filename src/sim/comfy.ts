@@ -10,7 +10,7 @@ import { comfyRoutes, empty, FEATURES, HandlerError, methodNotAllowed, serverErr
 import { SocketHub, type WsData } from "./comfy-ws.ts";
 import { ComfyWorker, type JobInfo } from "./comfy-worker.ts";
 import { SimGpu } from "./gpu.ts";
-import { baseUrl, CallLog, isLoopbackHostname, loopbackOnly, type OverrideHandler, type RecordedCall, readBody } from "./http.ts";
+import { baseUrl, CallLog, isLoopbackHostname, loopbackOnly, type OverrideHandler, type RecordedCall, readBody, routedPath } from "./http.ts";
 import { dumpsPy, isDict, parsePy } from "./pyjson.ts";
 import { Timers } from "./timers.ts";
 
@@ -116,14 +116,16 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     if (originRejected(req)) return empty(403);
     if (req.method === "OPTIONS") return empty(200);
 
-    if (url.pathname === "/ws" || url.pathname === "/api/ws") {
+    const path = routedPath(url.pathname);
+    if (path === undefined) return text(400, "400: Bad Request");
+    if (path === "/ws" || path === "/api/ws") {
       if (req.method !== "GET" && req.method !== "HEAD") return methodNotAllowed("GET, HEAD");
       const sid = url.searchParams.get("clientId") || randomUUID().replace(/-/g, "");
       if (server.upgrade(req, { data: { sid, first: true } })) return undefined;
       return text(400, 'No WebSocket UPGRADE hdr: None\n Can "Upgrade" only to "WebSocket".');
     }
 
-    const r = route(url.pathname);
+    const r = route(path);
     if (!r) return text(404, "404: Not Found");
     // aiohttp answers HEAD for every GET route.
     const handler = r.methods[req.method] ?? (req.method === "HEAD" ? r.methods.GET : undefined);

@@ -88,6 +88,20 @@ export async function readBody(req: Request): Promise<Uint8Array<ArrayBuffer>> {
   return new Uint8Array(await req.arrayBuffer());
 }
 
+/**
+ * The path a server routes on: Go's net/http (Ollama's gin) and aiohttp (ComfyUI) percent-decode
+ * the request path once, `%2F` included, before matching routes. undefined when the encoding is
+ * invalid, which Go's server answers with 400.
+ */
+export function routedPath(pathname: string): string | undefined {
+  if (!pathname.includes("%")) return pathname;
+  try {
+    return decodeURIComponent(pathname);
+  } catch {
+    return undefined;
+  }
+}
+
 export function isLoopbackHostname(h: string): boolean {
   return h === "localhost" || h === "::1" || h === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(h);
 }

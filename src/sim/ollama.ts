@@ -5,7 +5,7 @@
  */
 import { hostname as osHostname, networkInterfaces } from "node:os";
 import { SimGpu } from "./gpu.ts";
-import { baseUrl, CallLog, loopbackOnly, type OverrideHandler, type RecordedCall, readBody } from "./http.ts";
+import { baseUrl, CallLog, loopbackOnly, type OverrideHandler, type RecordedCall, readBody, routedPath } from "./http.ts";
 import { OllamaCore } from "./ollama-core.ts";
 import { DEFAULT_MODELS, type ModelSpec, resolveModels } from "./ollama-models.ts";
 import * as native from "./ollama-native.ts";
@@ -207,7 +207,9 @@ export async function startOllamaSim(opts: OllamaSimOptions = {}): Promise<Ollam
     }
     if (checkHost && !ollamaHostAllowed(host)) return new Response(null, { status: 403 });
 
-    const methods = route(url.pathname);
+    const path = routedPath(url.pathname);
+    if (path === undefined) return textRes(400, "400 Bad Request");
+    const methods = route(path);
     if (!methods) return textRes(404, "404 page not found");
     const handler = methods[req.method];
     if (!handler) return textRes(405, "405 method not allowed");

@@ -8,6 +8,7 @@
  */
 import type { ImageJobEvent, JobOutcome } from "../jobs/events.ts";
 import type { GpuState, LockEvent, LockSnapshot } from "../lock/index.ts";
+import { modelFieldWatcher } from "../ollama/model-field.ts";
 
 export type UpstreamName = "ollama" | "comfy";
 export type ImagePhase = "unloading" | "queued" | "running" | "freeing";
@@ -163,7 +164,7 @@ export class StatusModel {
   }
 
   body(r: LlmRequest, bytes: Uint8Array): void {
-    r.model = modelOfBody(bytes);
+    modelFieldWatcher((m) => (r.model = m))(bytes);
   }
 
   /** Idempotent: a stream's end and its client's abort may both report it. */
@@ -310,28 +311,3 @@ export class StatusModel {
     }
   }
 }
-
-/**
- * The `model` of a JSON request body, found without parsing it: bodies of long chats are large,
- * and this runs on every LLM request. A `"model"` key whose value is an object (a tool's schema)
- * is skipped; a string value is taken up to its closing quote (escapes are not decoded).
- */
-export function modelOfBody(body: Uint8Array): string | undefined {
-  const buf = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  for (let i = buf.indexOf(MODEL_KEY); i >= 0; i = buf.indexOf(MODEL_KEY, i + MODEL_KEY.length)) {
-    let j = i + MODEL_KEY.length;
-    while (j < buf.length && isSpace(buf[j]!)) j++;
-    if (buf[j] !== 0x3a /* : */) continue;
-    j++;
-    while (j < buf.length && isSpace(buf[j]!)) j++;
-    if (buf[j] !== 0x22 /* " */) continue;
-    const end = buf.indexOf(0x22, j + 1);
-    if (end < 0 || end - j - 1 > MAX_MODEL_NAME) return undefined;
-    return buf.toString("utf8", j + 1, end);
-  }
-  return undefined;
-}
-
-const MODEL_KEY = Buffer.from('"model"');
-const MAX_MODEL_NAME = 200;
-const isSpace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;

@@ -92,7 +92,8 @@ export class Pool {
   async request(r: PoolRequest): Promise<Response> {
     for (let attempt = 1; ; attempt++) {
       r.signal.throwIfAborted();
-      const conn = this.takeIdle() ?? (await this.connect(r.signal));
+      // The retry opens a connection: another idle one may have died in the same restart.
+      const conn = (attempt === 1 ? this.takeIdle() : undefined) ?? (await this.connect(r.signal));
       try {
         return await conn.exchange(r);
       } catch (err) {

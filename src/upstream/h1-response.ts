@@ -4,10 +4,11 @@
  * reads; tests feed it by hand, split at every byte.
  *
  * Message framing follows RFC 9112 §6.3, in its order: a response to HEAD and every 1xx, 204 and
- * 304 has no body; a Transfer-Encoding whose last coding is chunked is decoded; any other
- * Transfer-Encoding, or none and no Content-Length, runs until the connection closes; else
- * Content-Length counts the body. Interim 1xx responses (100 Continue, 103 Early Hints) are read
- * and dropped: the final response is what the client gets.
+ * 304 has no body; a Transfer-Encoding of just `chunked` is decoded, and any other coding is
+ * refused (§6.1: a proxy drops Transfer-Encoding as hop-by-hop, so it could only hand on bytes its
+ * client cannot decode); else Content-Length counts the body; with neither, it runs until the
+ * connection closes. Interim 1xx responses (100 Continue, 103 Early Hints) are read and dropped:
+ * the final response is what the client gets.
  */
 
 export interface ResponseHead {
@@ -41,10 +42,13 @@ const CR = 13;
 const LF = 10;
 const SP = 32;
 const HT = 9;
+const DEL = 127;
 const SEMICOLON = 59;
 const SAW_CR = 1;
 const IN_EXTENSION = 2;
 const AFTER_DIGITS = 4;
+/** The largest chunk size that can take one more hex digit and stay below 2^48 (exact in a double). */
+const MAX_SIZE_BEFORE_DIGIT = 2 ** 44 - 1;
 
 /** The value of an ASCII hex digit, or -1. */
 function hexValue(b: number): number {
@@ -57,8 +61,14 @@ type State = "idle" | "head" | "length" | "close" | "chunk-size" | "chunk-data" 
 
 export class ResponseReader {
   private state: State = "idle";
-  /** Bytes of an unfinished head, size line or trailer section. */
-  private partial: Uint8Array | null = null;
+  /**
+   * Bytes of an unfinished head or trailer line, kept across reads in a buffer that grows by
+   * doubling: each byte is copied once, so a head that trickles in byte by byte costs linear time.
+   */
+  private held: Uint8Array = NOTHING;
+  private heldLen = 0;
+  /** The head or line `take` completed: a view of the bytes fed, or of `held`. */
+  private taken: Uint8Array = NOTHING;
   private left = 0;
   private noBody = false;
   private keepAlive = true;
@@ -73,7 +83,7 @@ export class ResponseReader {
   expect(head: boolean): void {
     this.state = "head";
     this.noBody = head;
-    this.partial = null;
+    this.release();
   }
 
   /** True while a response is expected or being read. */
@@ -83,7 +93,7 @@ export class ResponseReader {
 
   /** True when the exchange ended cleanly and the connection may carry another one. */
   get reusable(): boolean {
-    return this.state === "done" && this.keepAlive && this.partial === null;
+    return this.state === "done" && this.keepAlive;
   }
 
   feed(bytes: Uint8Array): void {
@@ -94,15 +104,12 @@ export class ResponseReader {
         case "done":
           // Bytes nobody asked for: the connection's framing is unknown from here on.
           this.keepAlive = false;
-          this.partial = bytes.subarray(at);
           return;
         case "head": {
           const end = this.takeUntilBlankLine(bytes, at);
           if (end < 0) return;
           at = end;
-          const block = this.partial!;
-          this.partial = null;
-          this.onHead(block);
+          this.onHead(this.taken, at < bytes.length);
           break;
         }
         case "trailers": {
@@ -110,9 +117,9 @@ export class ResponseReader {
           const end = this.takeLine(bytes, at, MAX_HEAD_BYTES, "trailer line");
           if (end < 0) return;
           at = end;
-          const empty = this.partial!.length === 2;
-          this.partial = null;
-          if (empty) this.finish();
+          const line = this.taken;
+          if (line.length === 2) this.finish(at < bytes.length);
+          else if (view(line).indexOf(LF) < line.length - 1 || view(line).indexOf(CR) < line.length - 2) throw new ProtocolError("bare CR or LF in a trailer line");
           break;
         }
         case "length": {
@@ -120,7 +127,7 @@ export class ResponseReader {
           this.sink.data(bytes.subarray(at, at + n));
           at += n;
           this.left -= n;
-          if (this.left === 0) this.finish();
+          if (this.left === 0) this.finish(at < bytes.length);
           break;
         }
         case "close":
@@ -130,19 +137,26 @@ export class ResponseReader {
           // Byte by byte, without copies or strings: a streamed answer has one of these lines
           // per piece (an NDJSON token is a chunk of its own).
           const b = bytes[at++]!;
-          if (++this.sizeLineLen > MAX_CHUNK_LINE) throw new ProtocolError(`chunk size line longer than ${MAX_CHUNK_LINE} bytes`);
           if (this.sizeFlags & SAW_CR) {
             if (b !== LF || this.sizeDigits === 0) throw new ProtocolError("bad chunk size line");
             this.state = this.left === 0 ? "trailers" : "chunk-data";
           } else if (b === CR) this.sizeFlags |= SAW_CR;
           else if (this.sizeFlags & IN_EXTENSION) {
-            // chunk-ext (RFC 9112 §7.1.1): read past, never used.
+            // chunk-ext (RFC 9112 §7.1.1): read past, never used. It is tokens and quoted strings,
+            // so a control byte (a bare LF above all, which would end the line early for some
+            // parsers and not for others) means the framing cannot be trusted.
+            if ((b < SP && b !== HT) || b === DEL) throw new ProtocolError(`bad byte 0x${b.toString(16)} in a chunk extension`);
+            this.countSizeLine();
           } else if (b === SEMICOLON) this.sizeFlags |= IN_EXTENSION;
           else if (b === SP || b === HT) {
             if (this.sizeDigits > 0) this.sizeFlags |= AFTER_DIGITS;
+            this.countSizeLine();
           } else {
+            // Digits do not count towards the line's limit: any number of leading zeros is a
+            // valid size; only a value past 2^48 is refused.
             const d = hexValue(b);
-            if (d < 0 || this.sizeFlags & AFTER_DIGITS || ++this.sizeDigits > 12) throw new ProtocolError(`bad chunk size (byte 0x${b.toString(16)})`);
+            if (d < 0 || this.sizeFlags & AFTER_DIGITS || this.left > MAX_SIZE_BEFORE_DIGIT) throw new ProtocolError(`bad chunk size (byte 0x${b.toString(16)})`);
+            this.sizeDigits++;
             this.left = this.left * 16 + d;
           }
           break;
@@ -171,13 +185,17 @@ export class ResponseReader {
 
   /** The connection closed (or half-closed) on the upstream's side. */
   eof(): void {
-    if (this.state === "close") return this.finish();
+    if (this.state === "close") return this.finish(false);
     if (this.state === "idle" || this.state === "done") {
       this.keepAlive = false;
       return;
     }
-    const where = this.state === "head" ? (this.partial ? "in the middle of the response head" : "before answering") : "in the middle of the response body";
+    const where = this.state === "head" ? (this.heldLen > 0 ? "in the middle of the response head" : "before answering") : "in the middle of the response body";
     throw new ProtocolError(`upstream closed the connection ${where}`);
+  }
+
+  private countSizeLine(): void {
+    if (++this.sizeLineLen > MAX_CHUNK_LINE) throw new ProtocolError(`chunk size line longer than ${MAX_CHUNK_LINE} bytes`);
   }
 
   private startChunkSize(): void {
@@ -188,12 +206,17 @@ export class ResponseReader {
     this.sizeFlags = 0;
   }
 
-  private finish(): void {
+  /**
+   * `more`: bytes follow the end in the same read. Nothing was asked for them, so the connection
+   * is not reusable — known before `end()`, on which the pool decides to keep the connection.
+   */
+  private finish(more: boolean): void {
+    if (more) this.keepAlive = false;
     this.state = "done";
     this.sink.end();
   }
 
-  private onHead(block: Uint8Array): void {
+  private onHead(block: Uint8Array, more: boolean): void {
     const lines = latin1(block, 0, block.length - 4).split("\r\n");
     const m = /^HTTP\/1\.([01]) ([1-9]\d\d)(?: (.*))?$/.exec(lines[0]!);
     if (!m) throw new ProtocolError(`bad status line ${JSON.stringify(lines[0]!.slice(0, 60))}`);
@@ -206,16 +229,18 @@ export class ResponseReader {
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i]!;
       const colon = line.indexOf(":");
-      // RFC 9112 §5.2: obs-fold and a name with whitespace before the colon are rejected.
-      if (colon <= 0 || line.charCodeAt(0) === 32 || line.charCodeAt(0) === 9 || /\s/.test(line[colon - 1]!)) {
-        throw new ProtocolError(`bad header line ${JSON.stringify(line.slice(0, 60))}`);
-      }
       const name = line.slice(0, colon);
-      const value = line.slice(colon + 1).trim();
+      // The name is a token (RFC 9110 §5.1), which rules out obs-fold and whitespace before the
+      // colon (RFC 9112 §5.2). The value has no control byte but HTAB (RFC 9110 §5.5): a bare CR or
+      // LF would end the line for some parsers and not for others, and a client's parser refuses
+      // the rest.
+      if (colon <= 0 || !TOKEN.test(name) || CTL.test(line)) throw new ProtocolError(`bad header line ${JSON.stringify(line.slice(0, 60))}`);
+      const value = trimOws(line, colon + 1);
       const lower = name.toLowerCase();
       if (lower === "content-length") {
-        const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
-        if (Number.isNaN(n) || (contentLength !== undefined && contentLength !== n)) throw new ProtocolError(`bad Content-Length ${JSON.stringify(value)}`);
+        // Any number of leading zeros; a value past 2^53 is refused, not rounded.
+        const n = /^\d+$/.test(value) ? Number(value) : NaN;
+        if (!(n <= Number.MAX_SAFE_INTEGER) || (contentLength !== undefined && contentLength !== n)) throw new ProtocolError(`bad Content-Length ${JSON.stringify(value)}`);
         contentLength = n;
       } else if (lower === "transfer-encoding") {
         transferEncoding = transferEncoding === undefined ? value : `${transferEncoding}, ${value}`;
@@ -230,13 +255,15 @@ export class ResponseReader {
       this.state = "head";
       return;
     }
-    const closeRequested = connection.split(",").some((t) => t.trim() === "close");
-    this.keepAlive = minor === "1" ? !closeRequested : connection.split(",").some((t) => t.trim() === "keep-alive") && !closeRequested;
+    const closeRequested = hasToken(connection, "close");
+    this.keepAlive = minor === "1" ? !closeRequested : hasToken(connection, "keep-alive") && !closeRequested;
+    // RFC 9112 §6.1: HTTP/1.0 has no transfer codings, so its framing is faulty: read, then close.
+    if (minor === "0" && transferEncoding !== undefined) this.keepAlive = false;
     let state: State;
     if (this.noBody || status === 204 || status === 304) state = "done";
     else if (transferEncoding !== undefined) {
-      const codings = transferEncoding.toLowerCase().split(",");
-      state = codings[codings.length - 1]!.trim() === "chunked" ? "chunk-size" : "close";
+      checkChunkedOnly(transferEncoding);
+      state = "chunk-size";
     } else if (contentLength !== undefined) state = contentLength === 0 ? "done" : "length";
     else state = "close";
     if (state === "close") this.keepAlive = false;
@@ -244,53 +271,102 @@ export class ResponseReader {
     this.state = state;
     if (state === "chunk-size") this.startChunkSize();
     const bodyLength = state === "done" ? 0 : state === "length" ? contentLength : undefined;
+    if (state === "done" && more) this.keepAlive = false;
     this.sink.head({ status, statusText: m[3] ?? "", fields, keepAlive: this.keepAlive, bodyLength });
     if (state === "done") this.sink.end();
   }
 
-  /** Collects bytes up to and including CRLFCRLF into `partial`; returns the index after it, or -1. */
+  /** Collects bytes up to and including CRLFCRLF into `taken`; returns the index after it, or -1. */
   private takeUntilBlankLine(bytes: Uint8Array, at: number): number {
     return this.take(bytes, at, BLANK_LINE, MAX_HEAD_BYTES, "response head");
   }
 
-  /** Collects one CRLF-terminated line into `partial`; returns the index after it, or -1. */
+  /** Collects one CRLF-terminated line into `taken`; returns the index after it, or -1. */
   private takeLine(bytes: Uint8Array, at: number, max: number, what: string): number {
     return this.take(bytes, at, CRLF, max, what);
   }
 
   private take(bytes: Uint8Array, at: number, terminator: Buffer, max: number, what: string): number {
-    if (this.partial === null) {
-      // The usual case: the whole line or head is in this read; no copy.
-      const i = view(bytes).indexOf(terminator, at);
-      if (i >= 0) {
-        this.partial = bytes.subarray(at, i + terminator.length);
-        return i + terminator.length;
+    const t = terminator.length;
+    let end = -1;
+    if (this.heldLen > 0) {
+      // The terminator may straddle the reads: its first k bytes end what is held.
+      const held = this.held;
+      const n = this.heldLen;
+      for (let k = Math.min(t - 1, n); k > 0 && end < 0; k--) {
+        let j = 0;
+        while (j < t && (j < k ? held[n - k + j] : bytes[at + j - k]) === terminator[j]) j++;
+        if (j === t) end = at + t - k;
       }
-      if (bytes.length - at > max) throw new ProtocolError(`${what} longer than ${max} bytes`);
-      this.partial = bytes.slice(at);
-      return -1;
     }
-    const before = this.partial.length;
-    const joined = new Uint8Array(before + bytes.length - at);
-    joined.set(this.partial);
-    joined.set(bytes.subarray(at), before);
-    // The terminator may straddle the two reads: search from just before the join.
-    const i = view(joined).indexOf(terminator, Math.max(0, before - terminator.length + 1));
-    if (i >= 0) {
-      this.partial = joined.subarray(0, i + terminator.length);
-      return at + (i + terminator.length - before);
+    if (end < 0) {
+      const i = view(bytes).indexOf(terminator, at);
+      if (i >= 0) end = i + t;
     }
-    if (joined.length > max) throw new ProtocolError(`${what} longer than ${max} bytes`);
-    this.partial = joined;
-    return -1;
+    if (this.heldLen === 0 && end >= 0) {
+      // The usual case: the whole line or head is in this read; no copy.
+      if (end - at > max + t) throw new ProtocolError(`${what} longer than ${max} bytes`);
+      this.taken = bytes.subarray(at, end);
+      return end;
+    }
+    const upTo = end < 0 ? bytes.length : end;
+    if (this.heldLen + upTo - at > max + (end < 0 ? 0 : t)) throw new ProtocolError(`${what} longer than ${max} bytes`);
+    this.hold(bytes, at, upTo);
+    if (end < 0) return -1;
+    this.taken = this.held.subarray(0, this.heldLen);
+    this.release();
+    return end;
+  }
+
+  private hold(bytes: Uint8Array, from: number, to: number): void {
+    const need = this.heldLen + to - from;
+    if (need > this.held.length) {
+      const grown = new Uint8Array(Math.max(need, this.held.length * 2, 1024));
+      grown.set(this.held.subarray(0, this.heldLen));
+      this.held = grown;
+    }
+    this.held.set(bytes.subarray(from, to), this.heldLen);
+    this.heldLen = need;
+  }
+
+  /** Forget what was held; `taken` may still point into it, so it is not reused. */
+  private release(): void {
+    this.held = NOTHING;
+    this.heldLen = 0;
   }
 }
 
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const CTL = /[\0-\x08\n-\x1f\x7f]/;
+const NOTHING = new Uint8Array(0);
 const BLANK_LINE = Buffer.from("\r\n\r\n");
 const CRLF = Buffer.from("\r\n");
 
 function view(b: Uint8Array): Buffer {
   return Buffer.from(b.buffer, b.byteOffset, b.length);
+}
+
+/** RFC 9110 §5.5: a field value without the optional whitespace (SP and HTAB only) around it. */
+function trimOws(s: string, from: number): string {
+  let a = from;
+  let b = s.length;
+  while (a < b && (s.charCodeAt(a) === SP || s.charCodeAt(a) === HT)) a++;
+  while (b > a && (s.charCodeAt(b - 1) === SP || s.charCodeAt(b - 1) === HT)) b--;
+  return s.slice(a, b);
+}
+
+/** True when the comma-separated list (lower case) has `token` as an element. */
+function hasToken(list: string, token: string): boolean {
+  return list.split(",").some((t) => trimOws(t, 0) === token);
+}
+
+/** Throws unless the codings are just `chunked` (the file's comment says why). */
+function checkChunkedOnly(te: string): void {
+  const codings = te.toLowerCase().split(",").map((c) => trimOws(c, 0)).filter((c) => c !== "");
+  if (codings.length === 1 && codings[0] === "chunked") return;
+  const others = codings.filter((c) => c !== "chunked");
+  if (others.length === 0) throw new ProtocolError(`bad Transfer-Encoding ${JSON.stringify(te)}`);
+  throw new ProtocolError(`upstream used transfer coding ${others.join(", ")} (Transfer-Encoding: ${te}), which cannot be passed on: only chunked is decoded`);
 }
 
 function latin1(b: Uint8Array, from: number, to: number): string {

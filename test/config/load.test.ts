@@ -341,7 +341,7 @@ describe("errors name the key, and file:line for a value from the file", () => {
 });
 
 describe("describeConfig", () => {
-  test("one KEY=value line per setting, durations Go-style, passwords masked", () => {
+  test("one KEY=value line per setting, durations Go-style, credentials masked", () => {
     const { config } = load({
       env: { OLLAMA_URL: "http://user:secret@127.0.0.1:11435/", UNLOAD_TIMEOUT: "90s", LOG_LEVEL: "info" },
       files: { [BESIDE]: "CFG_VER=v1.2.3\nHEALTH_INTERVAL=1h30m\n" },
@@ -349,7 +349,8 @@ describe("describeConfig", () => {
     expect(describeConfig(config)).toEqual([
       "LISTEN_OLLAMA=:11434",
       "LISTEN_COMFY=:8188",
-      "OLLAMA_URL=http://user:***@127.0.0.1:11435",
+      "ALLOWED_HOSTS=",
+      "OLLAMA_URL=http://***@127.0.0.1:11435",
       "COMFY_URL=",
       "UNLOAD_TIMEOUT=1m30s",
       "JOB_TIMEOUT=15m0s",
@@ -383,10 +384,12 @@ describe("describeConfig", () => {
     ]);
   });
 
-  test("a password is masked however it is spelled", () => {
+  test("credentials are masked however they are spelled, a user name alone (a token) included", () => {
     const { config } = load({ env: { OLLAMA_URL: "https://me:p%40ss:w0rd@gpu.lan:8443/ollama", COMFY_URL: "http://gpu.lan:8189" } });
     const lines = describeConfig(config);
-    expect(lines).toContain("OLLAMA_URL=https://me:***@gpu.lan:8443/ollama");
+    expect(lines).toContain("OLLAMA_URL=https://***@gpu.lan:8443/ollama");
+    const token = load({ env: { OLLAMA_URL: "http://t0ken@gpu.lan:11435" } });
+    expect(describeConfig(token.config)).toContain("OLLAMA_URL=http://***@gpu.lan:11435");
     expect(lines).toContain("COMFY_URL=http://gpu.lan:8189");
     expect(lines.join("\n")).not.toContain("w0rd");
   });
@@ -400,10 +403,34 @@ describe("describeConfig", () => {
     expect(lines.join("\n")).not.toContain(token);
   });
 
+  test("a config error quoting a URL masks its credentials", () => {
+    let err: unknown;
+    try {
+      load({ env: { OLLAMA_URL: "http://admin:S3cretPW@127.0.0.1:11434" } });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    const all = [(err as ConfigError).message, ...(err as ConfigError).problems].join("\n");
+    expect(all).toContain("http://***@127.0.0.1:11434");
+    expect(all).not.toContain("S3cretPW");
+  });
+
   test("its lines load back to the same config", () => {
     const { config } = load({ env: { COMFY_URL: "http://127.0.0.1:8189", JOB_TIMEOUT: "1h2m3.5s", LLM_BUSY_MODE: "reject" } });
     const again = load({ files: { [BESIDE]: `${describeConfig(config).join("\n")}\n` } });
     expect(again.config).toEqual(config);
     expect(again.warnings).toEqual([]);
+  });
+});
+
+describe("ALLOWED_HOSTS", () => {
+  test.each(["gpu.lan", "gpu.lan, *.home.arpa", "*", "GPU.lan,10.0.0.7,[fd00::7],fd00::8", "my_host"])("accepts %s", (v) => {
+    expect(load({ env: { ALLOWED_HOSTS: v, OLLAMA_URL: "http://127.0.0.1:11435" } }).config.allowedHosts).toBe(v);
+  });
+
+  test.each(["gpu.lan:11434", "http://gpu.lan", "*gpu.lan", "gpu.lan,,x", "a b", "*.", "gpu.lan/"])("refuses %s, naming the key", (v) => {
+    const e = configError(() => load({ env: { ALLOWED_HOSTS: v, OLLAMA_URL: "http://127.0.0.1:11435" } }));
+    expect(e.message).toContain("ALLOWED_HOSTS: expected comma-separated host names");
   });
 });

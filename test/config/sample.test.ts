@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseEnvFile, splitLines } from "../../src/config/envfile.ts";
 import { buildConfig } from "../../src/config/load.ts";
-import { migrateConfig, renderSample, type SampleOptions } from "../../src/config/sample.ts";
+import { migrateConfig, renderSample, UNKNOWN_MARKER, type SampleOptions } from "../../src/config/sample.ts";
 import { SETTINGS, type Platform } from "../../src/config/settings.ts";
 
 const GOLDEN = join(import.meta.dir, "golden");
@@ -76,39 +76,53 @@ describe("renderSample", () => {
 
 describe("migrateConfig", () => {
   const opts: SampleOptions = { version: V, platform: LINUX };
+  /** the key=value pairs a text sets, in order */
+  const active = (text: string) => parseEnvFile(text, "t").map((e) => `${e.key}=${e.value}`);
 
-  test("older CFG_VER → missing settings appended, CFG_VER bumped in place, every other line untouched", () => {
-    const before = input("migrate-older.in.env");
+  test("no CFG_VER (the README's example) → the sample's layout with every setting and the user's comments", () => {
+    const before = input("migrate-missing.in.env");
     const r = migrateConfig(before, opts);
-    expect(r.action).toBe("appended");
-    expect(r.previous).toBe("v1.1.0");
-    expect(r.backup).toBeUndefined();
-    golden("migrate-older.out.env", r.text);
-
-    const oldLines = before.split("\n");
-    const newLines = r.text.split("\n");
-    expect(newLines[0]).toBe("CFG_VER=v1.3.0");
-    expect(newLines.slice(1, oldLines.length - 1)).toEqual(oldLines.slice(1, -1));
-    // mentioned actively, commented, indented-commented, via alias or with export: not appended again
-    for (const k of ["OLLAMA_URL", "COMFY_URL", "UNLOAD_TIMEOUT", "LOGLEVEL", "JOB_TIMEOUT", "LLM_BUSY_MODE", "WARM_MODEL", "AUTO_UPDATE", "CFG_VER"]) {
-      expect(r.added).not.toContain(k);
-    }
-    expect(r.added[0]).toBe("APP_VER");
-    expect(new Set([...mentions(before), ...r.added])).toEqual(new Set([...mentions(r.text)]));
-    for (const d of SETTINGS) expect(mentions(r.text).has(d.key) || (d.aliases ?? []).some((a) => mentions(r.text).has(a))).toBe(true);
-
-    // the user's values survive and the result loads cleanly
-    const { config, warnings } = loaded(r.text);
-    expect(warnings).toEqual([]);
-    expect(config).toMatchObject({ cfgVer: V, unloadTimeoutMs: 90_000, logLevel: "info", autoUpdate: false, comfyUrl: "http://127.0.0.1:8189" });
-
+    expect(r).toMatchObject({ action: "migrated", previous: null, unknown: [] });
+    golden("migrate-missing.out.env", r.text);
+    expect(active(r.text)).toEqual([`CFG_VER=${V}`, "APP_VER=stable", "OLLAMA_URL=http://127.0.0.1:11435", "COMFY_URL=http://127.0.0.1:8189", "LOGLEVEL=debug"]);
+    // the user's own comment stays above its setting, under the sample's doc line
+    expect(r.text).toContain("# Ollama upstream, e.g. http://127.0.0.1:11435; empty disables the Ollama side.\n# gpu-turnstile.env\n# Ollama started with OLLAMA_HOST=127.0.0.1:11435\nOLLAMA_URL=http://127.0.0.1:11435\n");
+    // every setting the sample mentions is still mentioned once
+    for (const d of SETTINGS) expect(mentions(r.text).has(d.key)).toBe(true);
+    expect(loaded(r.text).config).toMatchObject({ cfgVer: V, ollamaUrl: "http://127.0.0.1:11435", comfyUrl: "http://127.0.0.1:8189", logLevel: "debug" });
     // and running the same install again changes nothing
     expect(migrateConfig(r.text, opts)).toMatchObject({ action: "unchanged", text: r.text });
   });
 
+  test("older CFG_VER → rewritten into this layout; every value kept, aliases and export included", () => {
+    const before = input("migrate-older.in.env");
+    const r = migrateConfig(before, opts);
+    expect(r).toMatchObject({ action: "migrated", previous: "v1.1.0" });
+    golden("migrate-older.out.env", r.text);
+    expect(r.text.split("\n")[0]).toBe("CFG_VER=v1.3.0");
+    const { config, warnings } = loaded(r.text);
+    expect(warnings).toEqual([]);
+    expect(config).toMatchObject({ cfgVer: V, unloadTimeoutMs: 90_000, logLevel: "info", autoUpdate: false, comfyUrl: "http://127.0.0.1:8189" });
+    // what was set before is set after, value for value (CFG_VER aside)
+    const settings = (t: string) => active(t).filter((l) => !l.startsWith("CFG_VER="));
+    for (const line of settings(before)) expect(settings(r.text)).toContain(line);
+  });
+
+  test("unknown keys are kept in a marked block at the end, with a guess for a typo", () => {
+    const r = migrateConfig("# mine\nOLLAMA_URL=http://x:1\n# for the next version\nFUTURE_KNOB=7\nLOGLEVLE=debug\n", opts);
+    expect(r.unknown).toEqual([{ key: "FUTURE_KNOB", line: 4 }, { key: "LOGLEVLE", line: 5, guess: "LOGLEVEL" }]);
+    const tail = r.text.slice(r.text.indexOf(UNKNOWN_MARKER));
+    expect(tail).toBe(`${UNKNOWN_MARKER}\n# A newer version's setting, or a typo: check the spelling against the settings above.\n# for the next version\nFUTURE_KNOB=7\nLOGLEVLE=debug\n`);
+    expect(r.text).toContain("\n# mine\nOLLAMA_URL=http://x:1\n");
+    // a second migration (an even newer version) keeps them once, still at the end
+    const again = migrateConfig(r.text, { ...opts, version: "v1.4.0" });
+    expect(again.text.split(UNKNOWN_MARKER).length).toBe(2);
+    expect(again.text.endsWith("FUTURE_KNOB=7\nLOGLEVLE=debug\n")).toBe(true);
+  });
+
   test("same CFG_VER → unchanged", () => {
     const before = input("migrate-same.in.env");
-    expect(migrateConfig(before, opts)).toEqual({ action: "unchanged", text: before, added: [], previous: V });
+    expect(migrateConfig(before, opts)).toEqual({ action: "unchanged", text: before, previous: V, unknown: [] });
   });
 
   test("newer CFG_VER (a downgrade, or a dev build installing) → unchanged", () => {
@@ -117,51 +131,33 @@ describe("migrateConfig", () => {
     expect(migrateConfig(before, { ...opts, version: "v0.0.0" }).action).toBe("unchanged");
   });
 
-  test("missing CFG_VER → replaced by a fresh sample, old text as backup", () => {
-    const before = input("migrate-missing.in.env");
-    const r = migrateConfig(before, opts);
-    expect(r.action).toBe("replaced");
-    expect(r.backup).toBe(before);
-    expect(r.text).toBe(renderSample(opts));
-    golden("migrate-missing.out.env", r.text);
-    golden("migrate-missing.out.env.bak", r.backup ?? "");
-  });
-
   test("a CFG_VER that is not a version counts as missing", () => {
     for (const bad of ["CFG_VER=\n", "CFG_VER=1.2.0\n", "CFG_VER=latest\n", "# CFG_VER=v1.0.0\n", ""]) {
-      expect(migrateConfig(bad, opts)).toMatchObject({ action: "replaced", backup: bad });
+      expect(migrateConfig(bad, opts)).toMatchObject({ action: "migrated", previous: null, text: renderSample(opts) });
     }
   });
 
-  test("CRLF file with BOM, quoted CFG_VER and no final line end: CRLF kept, BOM and quotes kept", () => {
+  test("text that does not parse is refused, naming the file and line", () => {
+    expect(() => migrateConfig("OLLAMA_URL=http://x:1\nJOB_TIMEOUT=5m # long\n", opts, "/etc/gt.env")).toThrow("/etc/gt.env:2:");
+  });
+
+  test("CRLF file with BOM and quoted values: CRLF and BOM kept, values kept", () => {
     const before = input("migrate-crlf.in.env");
     const r = migrateConfig(before, { version: V, platform: WINDOWS, logFile: WIN_LOG });
-    expect(r.action).toBe("appended");
-    expect(r.previous).toBe("v1.2.9");
+    expect(r).toMatchObject({ action: "migrated", previous: "v1.2.9" });
     golden("migrate-crlf.out.env", r.text);
-    expect(r.text.startsWith('\ufeffCFG_VER="v1.3.0"\r\n')).toBe(true);
+    expect(r.text.startsWith("\ufeffCFG_VER=v1.3.0\r\n")).toBe(true);
     expect(r.text.replace(/\r\n/g, "")).not.toContain("\n");
-    expect(r.text.startsWith(before.replace("v1.2.9", "v1.3.0"))).toBe(true);
-    expect(r.added).not.toContain("LOG_FILE");
-    expect(r.added).not.toContain("APP_VER");
-    expect(loaded(r.text, WINDOWS).config).toMatchObject({ cfgVer: V, logFile: WIN_LOG });
+    expect(loaded(r.text, WINDOWS).config).toMatchObject({ cfgVer: V, logFile: WIN_LOG, ollamaUrl: "http://127.0.0.1:11435", warmModel: "llama3 8b" });
   });
 
-  test("a replaced CRLF file gets a CRLF sample", () => {
-    const r = migrateConfig("OLLAMA_URL=http://x:1\r\n", opts);
-    expect(r.text).toBe(renderSample(opts).replace(/\n/g, "\r\n"));
-  });
-
-  test("older file that already mentions everything: only CFG_VER changes", () => {
-    const full = renderSample({ version: "v1.0.0", platform: LINUX });
-    const r = migrateConfig(full, opts);
-    expect(r).toMatchObject({ action: "appended", added: [] });
-    expect(r.text).toBe(full.replace("CFG_VER=v1.0.0", "CFG_VER=v1.3.0"));
-  });
-
-  test("appended LOG_FILE is active when the installer passes one", () => {
+  test("an older file without LOG_FILE gets the installer's LOG_FILE active", () => {
     const r = migrateConfig("CFG_VER=v1.0.0\nOLLAMA_URL=http://x:1\n", { version: V, platform: WINDOWS, logFile: WIN_LOG });
     expect(r.text).toContain(`\nLOG_FILE=${WIN_LOG}\n`);
-    expect(r.text).toContain("\n\n# added by gpu-turnstile v1.3.0\n\n# Version to run");
+  });
+
+  test("an older sample with nothing changed becomes this version's sample", () => {
+    const full = renderSample({ version: "v1.0.0", platform: LINUX });
+    expect(migrateConfig(full, opts).text).toBe(renderSample(opts));
   });
 });

@@ -8,6 +8,7 @@ import type { Config } from "../../src/config/types.ts";
 const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   listenOllama: "string",
   listenComfy: "string",
+  allowedHosts: "string",
   ollamaUrl: "string",
   comfyUrl: "string",
   unloadTimeoutMs: "number",

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger, log, setLogger, type LoggerOptions } from "../../src/observe/log.ts";
@@ -150,6 +150,23 @@ describe("errors as fields", () => {
   });
 });
 
+describe("credentials in URLs never reach a line", () => {
+  const secret = "S3cretPW";
+  const url = `http://admin:${secret}@gpu.lan:11435/`;
+  const err = Object.assign(new Error(`fetch ${url}api/tags failed`), { code: "ConnectionRefused" });
+
+  for (const format of ["text", "json"] as const) {
+    test(`${format}: in the message, a field, a nested field and an error (with its stack at debug)`, () => {
+      const { logger, lines } = capture({ format });
+      logger.info(`upstream ${url}`, { upstream: url, nested: { to: url }, err });
+      const out = lines.join("");
+      expect(out).not.toContain(secret);
+      expect(out).not.toContain("admin");
+      expect(out).toContain("http://***@gpu.lan:11435/");
+    });
+  }
+});
+
 describe("LOG_FILE", () => {
   test("creates nested folders, appends, never colours", () => {
     const file = join(dir, "a", "b", "c", "turnstile.log");
@@ -161,6 +178,15 @@ describe("LOG_FILE", () => {
     second.close();
     expect(readFileSync(file, "utf8")).toBe("2026-12-02T16:01:29.123Z INFO  one k=1\n2026-12-02T16:01:29.123Z WARN  two\n");
     expect(second.color).toBe(false);
+  });
+
+  test.skipIf(process.platform === "win32")("created 0640; an existing world-readable one is tightened", () => {
+    const file = join(dir, "modes", "turnstile.log");
+    createLogger({ level: "info", format: "text", file }).close();
+    expect(statSync(file).mode & 0o777).toBe(0o640);
+    chmodSync(file, 0o644);
+    createLogger({ level: "info", format: "text", file }).close();
+    expect(statSync(file).mode & 0o777).toBe(0o640);
   });
 
   test("a file that cannot be opened is a clear error naming the path and the reason", () => {

@@ -162,14 +162,45 @@ export class FakeScm {
     return { code: 1, stdout: "", stderr: "ERROR: The system was unable to find the specified registry key or value.\r\n" };
   }
 
+  /** Explicit ACL entries per path (lower-cased), and whether the folder's entries still apply. */
+  private readonly acls = new Map<string, { inherit: boolean; grants: Map<string, string> }>();
+
+  /**
+   * Who may access `path`: its explicit entries plus, unless inheritance was removed, what
+   * %ProgramFiles% passes down to every file in it (Users may read).
+   */
+  principals(path: string): string[] {
+    const acl = this.acls.get(path.toLowerCase()) ?? { inherit: true, grants: new Map() };
+    const all = new Set([...(acl.inherit ? INHERITED : []), ...acl.grants.keys()]);
+    return [...all].sort();
+  }
+
   private icacls(args: readonly string[]): RunResult {
-    const [path] = args;
+    const [path, ...rest] = args;
     if (this.failGrantOn !== undefined && path === this.failGrantOn) {
       return { code: 1332, stdout: "", stderr: `${path}: No mapping between account names and security IDs was done.\r\nSuccessfully processed 0 files; Failed processing 1 files\r\n` };
     }
+    const key = path!.toLowerCase();
+    const acl = this.acls.get(key) ?? { inherit: true, grants: new Map<string, string>() };
+    let granting = false;
+    for (const a of rest) {
+      if (a === "/inheritance:r") acl.inherit = false;
+      else if (a === "/grant" || a === "/grant:r") granting = true;
+      else if (a.startsWith("/")) return { code: 87, stdout: "", stderr: `Invalid parameter "${a}"\r\n` };
+      else if (granting) {
+        const at = a.indexOf(":(");
+        if (at < 0) return { code: 87, stdout: "", stderr: `Invalid parameter "${a}"\r\n` };
+        const who = a.slice(0, at);
+        acl.grants.set(WELL_KNOWN[who] ?? who, a.slice(at + 1));
+      }
+    }
+    this.acls.set(key, acl);
     return { code: 0, stdout: `processed file: ${path}\r\nSuccessfully processed 1 files; Failed processing 0 files\r\n`, stderr: "" };
   }
 }
+
+const INHERITED = ["BUILTIN\\Administrators", "BUILTIN\\Users", "NT AUTHORITY\\SYSTEM", "NT SERVICE\\TrustedInstaller"];
+const WELL_KNOWN: Record<string, string> = { "*S-1-5-18": "NT AUTHORITY\\SYSTEM", "*S-1-5-32-544": "BUILTIN\\Administrators" };
 
 function pairs(rest: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};

@@ -5,26 +5,31 @@ import { LINUX_LAYOUT } from "../../src/service/linux-install.ts";
 import type { Notifier } from "../../src/service/notify.ts";
 import { FakePlatform } from "../../src/service/platform-fake.ts";
 import type { ReportLine } from "../../src/service/report.ts";
+import { FakeScm } from "./fake-scm.ts";
 
 describe("install / remove entry points", () => {
-  test("Linux, real sample module: a dev build stamps CFG_VER=v0.0.0 in a full sample", async () => {
+  test("Linux, real sample module: a dev build stamps CFG_VER=v0.0.0 in a full sample; nothing registered until it is set", async () => {
     const p = new FakePlatform().seedDir("/run/systemd/system").seed("/opt/gt/gpu-turnstile", "bin");
     const lines: ReportLine[] = [];
     const code = await install({ argv: ["install-service"], platform: p, selfPath: "/opt/gt/gpu-turnstile", version: "dev", onLine: (l) => lines.push(l) });
-    expect(code, lines.map((l) => l.text).join("\n")).toBe(0);
+    expect(code).toBe(1);
     const cfg = p.file(LINUX_LAYOUT.configPath)!;
     expect(cfg).toStartWith("CFG_VER=v0.0.0\n");
     expect(cfg).toMatch(/^# OLLAMA_URL=/m);
     expect(cfg).toMatch(/^# LOG_FILE=/m); // commented on Linux: the journal has the logs
-    expect(p.commandLines()).toEqual(["systemctl daemon-reload", "systemctl enable gpu-turnstile.service"]);
+    expect(p.modeOf(LINUX_LAYOUT.configPath)).toBe(0o600);
+    expect(p.commandLines()).toEqual([]);
+    expect(lines.map((l) => l.text)).toContain("fix /etc/gpu-turnstile.env, then run install-service again (nothing was registered or started)");
   });
 
   test("Windows, real sample module: the sample's LOG_FILE is active and not added twice", async () => {
     const p = new FakePlatform({ os: "win32", env: { ProgramFiles: "C:\\Program Files", ProgramData: "C:\\ProgramData" } });
     p.seed("C:\\dl\\gpu-turnstile.exe", "exe");
-    p.script = (cmd, args) => (cmd === "sc.exe" && args[0] === "query" ? { code: 1060, stdout: "", stderr: "" } : undefined);
-    const code = await install({ argv: [], platform: p, selfPath: "C:\\dl\\gpu-turnstile.exe", version: "v1.4.0", onLine: () => {} });
-    expect(code).toBe(0);
+    new FakeScm(p);
+    p.seed("C:\\dl\\gpu-turnstile.env", "OLLAMA_URL=http://127.0.0.1:11435\n");
+    const lines: ReportLine[] = [];
+    const code = await install({ argv: [], platform: p, selfPath: "C:\\dl\\gpu-turnstile.exe", version: "v1.4.0", onLine: (l) => lines.push(l) });
+    expect(code, lines.map((l) => l.text).join("\n")).toBe(0);
     const cfg = p.file("C:\\Program Files\\gpu-turnstile\\gpu-turnstile.env")!;
     expect(cfg).toStartWith("CFG_VER=v1.4.0\n");
     expect(cfg.match(/^LOG_FILE=.*$/gm)).toEqual(["LOG_FILE=C:\\ProgramData\\gpu-turnstile\\gpu-turnstile.log"]);

@@ -6,7 +6,9 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { parseEnvFile } from "../../src/config/envfile.ts";
 import { installLinux, LINUX_LAYOUT, removeLinux } from "../../src/service/linux-install.ts";
+import { realConfigOps } from "../../src/service/index.ts";
 import { FakePlatform } from "../../src/service/platform-fake.ts";
 import { nodePlatform } from "../../src/service/platform-node.ts";
 import { formatLines, type Outcome } from "../../src/service/report.ts";
@@ -132,22 +134,56 @@ describe("installLinux against a temporary root", () => {
     expect(text(out)).toContain("[Service] WatchdogSec: 90 → 30");
   });
 
-  test("no config anywhere: a sample is written and the service is enabled but not started", async () => {
+  test("no config anywhere: a sample is written (0600), nothing registered, the message says what to set where", async () => {
     const out = await installLinux(platform(), opts());
-    expect(out.exitCode, text(out)).toBe(0);
+    expect(out.exitCode).toBe(1);
     expect(readFileSync(host(LINUX_LAYOUT.configPath), "utf8")).toStartWith("CFG_VER=v1.2.0\n");
-    expect(takeCalls()).toEqual(["daemon-reload", "enable gpu-turnstile.service"]);
-    expect(text(out)).toContain("Set OLLAMA_URL and/or COMFY_URL");
+    expect(statSync(host(LINUX_LAYOUT.configPath)).mode & 0o777).toBe(0o600);
+    expect(takeCalls()).toEqual([]);
+    expect(existsSync(host(LINUX_LAYOUT.unitPath))).toBe(false);
+    expect(text(out)).toContain(`error: config: ${host(LINUX_LAYOUT.configPath)} is a fresh sample: set OLLAMA_URL and/or COMFY_URL there`);
+    expect(text(out)).toContain(`error: fix ${host(LINUX_LAYOUT.configPath)}, then run install-service again (nothing was registered or started)`);
+
+    // Set there, the next run installs and starts.
+    writeFileSync(host(LINUX_LAYOUT.configPath), "CFG_VER=v1.2.0\nOLLAMA_URL=http://127.0.0.1:11435\n");
+    const again = await installLinux(platform(), opts());
+    expect(again.exitCode, text(again)).toBe(0);
+    expect(takeCalls()).toEqual(["daemon-reload", "enable --now gpu-turnstile.service"]);
   });
 
-  test("an existing /etc config without CFG_VER is replaced and kept as .bak", async () => {
+  test("an existing /etc config without CFG_VER is migrated, its setting kept, the old one kept as .bak (0600)", async () => {
     mkdirSync(host("/etc"), { recursive: true });
-    writeFileSync(host(LINUX_LAYOUT.configPath), "OLLAMA_URL=http://127.0.0.1:1\n");
+    writeFileSync(host(LINUX_LAYOUT.configPath), "OLLAMA_URL=http://127.0.0.1:1\n", { mode: 0o644 });
     const out = await installLinux(platform(), opts());
     expect(out.exitCode, text(out)).toBe(0);
     expect(readFileSync(host(`${LINUX_LAYOUT.configPath}.bak`), "utf8")).toBe("OLLAMA_URL=http://127.0.0.1:1\n");
-    expect(readFileSync(host(LINUX_LAYOUT.configPath), "utf8")).toStartWith("CFG_VER=v1.2.0\n");
-    expect(out.lines.some((l) => l.level === "warn" && l.text.includes(".bak"))).toBe(true);
+    expect(readFileSync(host(LINUX_LAYOUT.configPath), "utf8")).toBe("CFG_VER=v1.2.0\nOLLAMA_URL=http://127.0.0.1:1\n");
+    expect(statSync(host(LINUX_LAYOUT.configPath)).mode & 0o777).toBe(0o600);
+    expect(statSync(host(`${LINUX_LAYOUT.configPath}.bak`)).mode & 0o777).toBe(0o600);
+    expect(takeCalls()).toEqual(["daemon-reload", "enable --now gpu-turnstile.service"]);
+    expect(text(out)).toContain(".bak");
+  });
+
+  test("a config an older install left 0644 is tightened to 0600, content untouched", async () => {
+    mkdirSync(host("/etc"), { recursive: true });
+    writeFileSync(host(LINUX_LAYOUT.configPath), "CFG_VER=v1.2.0\nOLLAMA_URL=http://127.0.0.1:1\n", { mode: 0o644 });
+    const out = await installLinux(platform(), opts());
+    expect(out.exitCode, text(out)).toBe(0);
+    expect(readFileSync(host(LINUX_LAYOUT.configPath), "utf8")).toBe("CFG_VER=v1.2.0\nOLLAMA_URL=http://127.0.0.1:1\n");
+    expect(statSync(host(LINUX_LAYOUT.configPath)).mode & 0o777).toBe(0o600);
+    expect(existsSync(host(`${LINUX_LAYOUT.configPath}.bak`))).toBe(false);
+  });
+
+  test("a --config the service could not start with is refused before anything changes, naming its file and line", async () => {
+    const cfg = join(dir, "bad.env");
+    writeFileSync(cfg, "OLLAMA_URL=http://127.0.0.1:11435\nJOB_TIMEOUT=soon\n");
+    const out = await installLinux(platform(), { ...opts(), configPath: cfg, config: realConfigOps });
+    expect(out.exitCode).toBe(1);
+    expect(text(out)).toContain(`error: config: ${cfg}:2: JOB_TIMEOUT:`);
+    expect(text(out)).toContain(`error: fix ${cfg}, then run install-service again (nothing was registered or started)`);
+    expect(existsSync(host("/etc"))).toBe(false);
+    expect(existsSync(host(LINUX_LAYOUT.binPath))).toBe(false);
+    expect(takeCalls()).toEqual([]);
   });
 
   test("--no-copy registers the binary where it is and leaves the config alone", async () => {
@@ -196,12 +232,76 @@ describe("installLinux against a temporary root", () => {
     expect(text(again)).toContain("not installed");
   });
 
+  test("--no-copy without any config is refused before registering", async () => {
+    const out = await installLinux(platform(), { ...opts(), noCopy: true });
+    expect(out.exitCode).toBe(1);
+    expect(text(out)).toContain(`no config file at ${host(LINUX_LAYOUT.configPath)}`);
+    expect(takeCalls()).toEqual([]);
+  });
+
   test("remove after --no-copy leaves the user's binary alone", async () => {
+    writeFileSync(join(dir, "dl", "gpu-turnstile.env"), "COMFY_URL=http://127.0.0.1:8189\n");
     const out1 = await installLinux(platform(), { ...opts(), noCopy: true });
     expect(out1.exitCode, text(out1)).toBe(0);
     const out = await removeLinux(platform());
     expect(out.exitCode, text(out)).toBe(0);
     expect(existsSync(self)).toBe(true);
+  });
+});
+
+describe("the README's install flow", () => {
+  /** The example config exactly as README.md shows it. */
+  function readmeExample(): string {
+    const readme = readFileSync(join(import.meta.dir, "../../README.md"), "utf8");
+    const m = /```sh\n(# gpu-turnstile\.env\n[^`]*)```/.exec(readme);
+    if (!m) throw new Error("README.md has no example config block starting with '# gpu-turnstile.env'");
+    return m[1]!;
+  }
+
+  test("the README's example installs and starts; the URLs survive, 0600; an edited --config is installed", async () => {
+    const example = readmeExample();
+    expect(example).not.toContain("CFG_VER");
+    const cfg = join(dir, "gpu-turnstile.env");
+    writeFileSync(cfg, example);
+    const install = () => installLinux(platform(), { ...opts(), configPath: cfg, config: realConfigOps });
+    const installed = () => readFileSync(host(LINUX_LAYOUT.configPath), "utf8");
+    const settings = () => parseEnvFile(installed(), "installed").map((e) => `${e.key}=${e.value}`);
+
+    const out = await install();
+    expect(out.exitCode, text(out)).toBe(0);
+    expect(takeCalls()).toEqual(["daemon-reload", "enable --now gpu-turnstile.service"]);
+    expect(text(out)).toContain("enabled and started gpu-turnstile");
+    expect(settings()).toEqual(["CFG_VER=v1.2.0", "APP_VER=stable", "OLLAMA_URL=http://127.0.0.1:11435", "COMFY_URL=http://127.0.0.1:8189"]);
+    expect(statSync(host(LINUX_LAYOUT.configPath)).mode & 0o777).toBe(0o600);
+    expect(text(out)).toContain("remove with: sudo /var/lib/gpu-turnstile/gpu-turnstile remove-service");
+
+    // The same file again: nothing to replace, no .bak.
+    const same = await install();
+    expect(same.exitCode, text(same)).toBe(0);
+    expect(text(same)).toContain(`config: ${host(LINUX_LAYOUT.configPath)} already matches ${cfg}`);
+    expect(existsSync(host(`${LINUX_LAYOUT.configPath}.bak`))).toBe(false);
+    takeCalls();
+
+    // Edited: installed, the previous one kept as .bak, the running service restarted with it.
+    const before = installed();
+    writeFileSync(cfg, example.replace("http://127.0.0.1:8189", "http://127.0.0.1:8190"));
+    const edited = await install();
+    expect(edited.exitCode, text(edited)).toBe(0);
+    expect(settings()).toContain("COMFY_URL=http://127.0.0.1:8190");
+    expect(readFileSync(host(`${LINUX_LAYOUT.configPath}.bak`), "utf8")).toBe(before);
+    expect(statSync(host(`${LINUX_LAYOUT.configPath}.bak`)).mode & 0o777).toBe(0o600);
+    expect(text(edited)).toContain(`config: ${host(LINUX_LAYOUT.configPath)} replaced by ${cfg} (they differed)`);
+    expect(takeCalls()).toEqual(["is-active gpu-turnstile.service", "is-enabled gpu-turnstile.service", "stop gpu-turnstile.service", "start gpu-turnstile.service"]);
+  });
+
+  test("without --config, an installed config wins over the one beside the binary, and the output says so", async () => {
+    writeFileSync(join(dir, "dl", "gpu-turnstile.env"), "COMFY_URL=http://127.0.0.1:8189\n");
+    mkdirSync(host("/etc"), { recursive: true });
+    writeFileSync(host(LINUX_LAYOUT.configPath), "CFG_VER=v1.2.0\nOLLAMA_URL=http://127.0.0.1:11435\n", { mode: 0o600 });
+    const out = await installLinux(platform(), opts());
+    expect(out.exitCode, text(out)).toBe(0);
+    expect(readFileSync(host(LINUX_LAYOUT.configPath), "utf8")).toBe("CFG_VER=v1.2.0\nOLLAMA_URL=http://127.0.0.1:11435\n");
+    expect(text(out)).toContain(`not used: ${host(LINUX_LAYOUT.configPath)} exists (install it over that one with --config`);
   });
 });
 
@@ -250,6 +350,7 @@ describe("installLinux refuses before touching anything", () => {
       script: (cmd, args) => (args[0] === "is-active" ? { code: 0, stdout: "active\n", stderr: "" } : undefined),
     });
     p.seedDir("/run/systemd/system").seed("/opt/gpu-turnstile", "bin").seed(LINUX_LAYOUT.unitPath, "[Service]\n");
+    p.seed(LINUX_LAYOUT.configPath, "CFG_VER=v1.2.0\nOLLAMA_URL=http://127.0.0.1:11435\n", 0o600);
     // /var/lib exists as a file: mkdir fails after the stop.
     p.seed("/var/lib/gpu-turnstile", "not a dir");
     const out = await installLinux(p, { ...opts(), selfPath: "/opt/gpu-turnstile" });

@@ -9,9 +9,10 @@ export const standInConfig: ConfigOps = {
   renderSample: sampleText,
   migrateConfig(text, o) {
     const m = /^CFG_VER=(\S+)/m.exec(text);
-    if (!m) return { action: "replaced", text: sampleText(o), backup: text };
-    if (m[1] === o.version) return { action: "unchanged", text };
+    if (!m) return { action: "migrated", text: `CFG_VER=${o.version}\n${text}`, unknown: [] };
+    if (m[1] === o.version) return { action: "unchanged", text, unknown: [] };
     const upgraded = text.replace(/^CFG_VER=\S+/m, `CFG_VER=${o.version}`);
-    return { action: "appended", text: `${upgraded}# NEW_SETTING=\n` };
+    return { action: "migrated", text: `${upgraded}# NEW_SETTING=\n`, unknown: [] };
   },
+  check: (text, file) => (/^(OLLAMA_URL|COMFY_URL)=\S/m.test(text) ? [] : [`neither OLLAMA_URL nor COMFY_URL is set in ${file}`]),
 };

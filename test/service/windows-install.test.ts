@@ -12,6 +12,8 @@ const L = windowsLayout(ENV);
 const SELF = "C:\\Users\\bob\\Downloads\\gpu-turnstile.exe";
 const BESIDE = "C:\\Users\\bob\\Downloads\\gpu-turnstile.env";
 const ACCOUNT = "NT SERVICE\\gpu-turnstile";
+/** who may read the installed config: nobody else (it may hold credentials) */
+const CONFIG_READERS = ["BUILTIN\\Administrators", "NT AUTHORITY\\SYSTEM", ACCOUNT].sort();
 const BINPATH = '"C:\\Program Files\\gpu-turnstile\\gpu-turnstile.exe" --windows-service';
 
 function machine(opts: { elevated?: boolean; config?: string | null } = {}) {
@@ -52,8 +54,14 @@ describe("installWindows: first install", () => {
       "reg.exe add HKLM\\SYSTEM\\CurrentControlSet\\Services\\gpu-turnstile /v Environment /t REG_MULTI_SZ /d BUN_CONFIG_MAX_HTTP_REQUESTS=65535 /f",
       `icacls.exe C:\\Program Files\\gpu-turnstile /grant ${ACCOUNT}:(OI)(CI)(M)`,
       `icacls.exe C:\\ProgramData\\gpu-turnstile /grant ${ACCOUNT}:(OI)(CI)(M)`,
+      `icacls.exe ${L.configPath} /inheritance:r /grant:r *S-1-5-18:(F) *S-1-5-32-544:(F) ${ACCOUNT}:(R)`,
       "sc.exe start gpu-turnstile",
     ]);
+    // The config may hold credentials: no longer readable by Users, as files in %ProgramFiles% are.
+    expect(scm.principals(L.configPath)).toEqual(CONFIG_READERS);
+    expect(scm.principals(L.exePath)).toContain("BUILTIN\\Users");
+    // The exe is not on PATH: the way to remove it names its full path.
+    expect(formatLines(out.lines)).toContain('remove with: "C:\\Program Files\\gpu-turnstile\\gpu-turnstile.exe" remove-service');
     // The registered command line is exactly one argument to sc.exe, quoted for the path's space.
     expect(p.calls[1]!.args[3]).toBe(BINPATH);
     expect(scm.service).toMatchObject({ state: 4, account: ACCOUNT, startType: 2, failureFlag: true, sidType: "UNRESTRICTED" });
@@ -63,14 +71,49 @@ describe("installWindows: first install", () => {
     expect(formatLines(out.lines)).toContain("logs: C:\\ProgramData\\gpu-turnstile\\gpu-turnstile.log");
   });
 
-  test("no config anywhere: a sample with LOG_FILE, registered but not started", async () => {
+  test("no config anywhere: a sample with LOG_FILE for administrators only; nothing registered until it is set", async () => {
     const { p, scm } = machine({ config: null });
     const out = await installWindows(p, opts);
-    expect(out.exitCode, formatLines(out.lines)).toBe(0);
+    expect(out.exitCode).toBe(1);
     expect(p.file(L.configPath)).toContain("LOG_FILE=C:\\ProgramData\\gpu-turnstile\\gpu-turnstile.log");
-    expect(scm.actions()).not.toContain("sc.exe start gpu-turnstile");
-    expect(scm.service?.state).toBe(1);
-    expect(formatLines(out.lines)).toContain("Set OLLAMA_URL and/or COMFY_URL");
+    expect(scm.service).toBeUndefined();
+    expect(scm.principals(L.configPath)).toEqual(["BUILTIN\\Administrators", "NT AUTHORITY\\SYSTEM"]);
+    expect(formatLines(out.lines)).toContain(`error: config: ${L.configPath} is a fresh sample: set OLLAMA_URL and/or COMFY_URL there`);
+    expect(formatLines(out.lines)).toContain(`error: fix ${L.configPath}, then run install-service again (nothing was registered or started)`);
+
+    p.seed(L.configPath, `${p.file(L.configPath)}OLLAMA_URL=http://127.0.0.1:11435\n`);
+    const again = await installWindows(p, opts);
+    expect(again.exitCode, formatLines(again.lines)).toBe(0);
+    expect(scm.service?.state).toBe(4);
+  });
+
+  test("an installed config migrated but still unusable: written, the service keeps read access, nothing stopped", async () => {
+    const m = machine();
+    await installed(m);
+    m.p.seed(L.configPath, "CFG_VER=v1.0.0\nJOB_TIMEOUT=5m\n");
+    const out = await installWindows(m.p, opts);
+    expect(out.exitCode).toBe(1);
+    expect(m.p.file(L.configPath)).toStartWith("CFG_VER=v1.2.0\n");
+    expect(m.p.file(`${L.configPath}.bak`)).toBe("CFG_VER=v1.0.0\nJOB_TIMEOUT=5m\n");
+    expect(m.scm.principals(L.configPath)).toEqual(CONFIG_READERS);
+    expect(m.scm.actions()).not.toContain("sc.exe stop gpu-turnstile");
+    expect(m.scm.service?.state).toBe(4);
+    expect(formatLines(out.lines)).toContain(`error: fix ${L.configPath}, then run install-service again`);
+  });
+
+  test("--config over an installed one: replaced, the old one kept as .bak, both for administrators (and the service) only", async () => {
+    const m = machine();
+    await installed(m);
+    const given = "C:\\Users\\bob\\edited.env";
+    m.p.seed(given, "OLLAMA_URL=http://admin:S3cretPW@127.0.0.1:11435\n");
+    const before = m.p.file(L.configPath);
+    const out = await installWindows(m.p, { ...opts, configPath: given });
+    expect(out.exitCode, formatLines(out.lines)).toBe(0);
+    expect(m.p.file(L.configPath)).toContain("OLLAMA_URL=http://admin:S3cretPW@127.0.0.1:11435\n");
+    expect(m.p.file(`${L.configPath}.bak`)).toBe(before);
+    expect(formatLines(out.lines)).toContain(`config: ${L.configPath} replaced by ${given} (they differed)`);
+    expect(m.scm.principals(L.configPath)).toEqual(CONFIG_READERS);
+    expect(m.scm.principals(`${L.configPath}.bak`)).toEqual(["BUILTIN\\Administrators", "NT AUTHORITY\\SYSTEM"]);
   });
 
   test("an existing LOG_FILE is kept, its folder created and granted", async () => {
@@ -126,6 +169,7 @@ describe("installWindows: converging on a second run", () => {
       "sc.exe stop gpu-turnstile",
       `icacls.exe C:\\Program Files\\gpu-turnstile /grant ${ACCOUNT}:(OI)(CI)(M)`,
       `icacls.exe C:\\ProgramData\\gpu-turnstile /grant ${ACCOUNT}:(OI)(CI)(M)`,
+      `icacls.exe ${L.configPath} /inheritance:r /grant:r *S-1-5-18:(F) *S-1-5-32-544:(F) ${ACCOUNT}:(R)`,
       "sc.exe start gpu-turnstile",
     ]);
     expect(formatLines(out.lines)).toContain("registration is up to date");

@@ -405,3 +405,19 @@ describe("simulated ComfyUI: other routes (C7, C8)", () => {
     expect((await fetch(`${again.url}/prompt`)).status).toBe(200);
   });
 });
+
+describe("simulated ComfyUI: routes match the percent-decoded path, as aiohttp's do", () => {
+  test("POST /pr%6Fmpt and /api%2Fprompt queue a job", async () => {
+    for (const path of ["/pr%6Fmpt", "/api%2Fprompt"]) {
+      const res = await post(`${sim.url}${path}`, JSON.stringify({ ...JSON.parse(REQUEST), prompt_id: undefined }));
+      expect({ path, status: res.status }).toEqual({ path, status: 200 });
+    }
+    expect(sim.jobs()).toHaveLength(2);
+    // The call log keeps the path as it arrived.
+    expect(sim.calls.map((c) => c.path)).toEqual(["/pr%6Fmpt", "/api%2Fprompt"]);
+  });
+
+  test("an invalid encoding is a 400", async () => {
+    expect((await fetch(`${sim.url}/pr%zzompt`)).status).toBe(400);
+  });
+});

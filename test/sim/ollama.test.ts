@@ -448,3 +448,22 @@ describe("simulated Ollama: Host check (O5), overrides, restart", () => {
     expect((await fetch(`${sim.url}/api/version`)).status).toBe(200);
   });
 });
+
+describe("simulated Ollama: routes match the percent-decoded path, as gin's do", () => {
+  test("POST /api/%63hat and /v1/chat%2Fcompletions run inference (a model is loaded)", async () => {
+    const messages = [{ role: "user", content: "hi" }];
+    const chat = await post(`${sim.url}/api/%63hat`, { model: "llama3.2", messages, stream: false });
+    expect(chat.status).toBe(200);
+    expect(((await chat.json()) as { message: { role: string } }).message.role).toBe("assistant");
+    const openai = await post(`${sim.url}/v1/chat%2Fcompletions`, { model: "llama3.2", messages });
+    expect(openai.status).toBe(200);
+    await openai.text();
+    // The call log keeps the path as it arrived.
+    expect(sim.calls.map((c) => c.path)).toEqual(["/api/%63hat", "/v1/chat%2Fcompletions"]);
+    expect(await ps()).toEqual(["llama3.2:latest"]);
+  });
+
+  test("an invalid encoding is a 400", async () => {
+    expect((await fetch(`${sim.url}/api/%zztags`)).status).toBe(400);
+  });
+});

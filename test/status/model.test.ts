@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { LockSnapshot } from "../../src/lock/index.ts";
-import { modelOfBody, StatusModel, type StatusEvent } from "../../src/status/model.ts";
+import { StatusModel, type StatusEvent } from "../../src/status/model.ts";
 
 function setup(opts: { historyMs?: number; maxSpans?: number } = {}) {
   let clock = 1_000_000;
@@ -24,6 +24,8 @@ describe("StatusModel", () => {
     model.body(a, enc('{"model":"llama3.2","messages":[]}'));
     advance(300);
     const b = model.start("/v1/chat/completions", "10.0.0.7");
+    // OpenAI's SDKs put the model after the messages.
+    model.body(b, enc('{"messages":[{"role":"user","content":"say \\"model\\": x"}],"model":"qwen2.5:7b"}'));
     advance(200);
     model.admitted(a);
     lock.llmInflight = 1;
@@ -31,7 +33,7 @@ describe("StatusModel", () => {
     expect(doc.llm).toMatchObject({ inflight: 1, waiting: 1, oldest_wait_ms: 200 });
     expect(doc.llm.requests).toEqual([
       { id: a.id, path: "/api/chat", model: "llama3.2", client: "127.0.0.1", age_ms: 500, waiting: false, since: a.since },
-      { id: b.id, path: "/v1/chat/completions", model: null, client: "10.0.0.7", age_ms: 200, waiting: true, since: b.since },
+      { id: b.id, path: "/v1/chat/completions", model: "qwen2.5:7b", client: "10.0.0.7", age_ms: 200, waiting: true, since: b.since },
     ]);
     expect(model.snapshot(false).llm.requests.map((r) => "client" in r)).toEqual([false, false]);
     model.end(a);
@@ -125,15 +127,4 @@ describe("StatusModel", () => {
     expect(() => transition("idle", "llm")).not.toThrow();
     expect(events).toHaveLength(1);
   });
-});
-
-describe("modelOfBody", () => {
-  test.each([
-    ['{"model":"llama3.2","messages":[]}', "llama3.2"],
-    ['{"messages":[{"role":"user","content":"say \\"model\\""}], "model" : "qwen2.5:7b"}', "qwen2.5:7b"],
-    ['{"tools":[{"parameters":{"properties":{"model":{"type":"string"}}}}],"model":"x"}', "x"],
-    ['{"messages":[]}', undefined],
-    ['{"model":42}', undefined],
-    ["not json", undefined],
-  ])("%s → %s", (body, want) => expect(modelOfBody(enc(body))).toBe(want));
 });

@@ -190,6 +190,37 @@ describe("pooled HTTP/1.1 client", () => {
     expect(await res.text()).toBe("3");
   });
 
+  test("with two idle connections both dead, the retry goes on a fresh connection", async () => {
+    let restarted = false;
+    const old = new Set<Socket<{ got: string }>>();
+    const waiting: (() => void)[] = [];
+    const up = scriptedUpstream((s, _r, n) => {
+      if (restarted && old.has(s)) return void s.terminate();
+      old.add(s);
+      const answer = () => s.write(`HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n${n}`);
+      // The first two are answered together, so both connections are open at once.
+      if (n > 2) return void answer();
+      waiting.push(answer);
+      if (waiting.length === 2) for (const w of waiting.splice(0)) w();
+    });
+    const pool = poolFor(up.url);
+    await Promise.all([pool.request(req({ target: "/" })), pool.request(req({ target: "/" }))]);
+    expect(pool.idleCount).toBe(2);
+    restarted = true;
+    const res = await pool.request(req({ target: "/api/chat", method: "POST", body: enc.encode("{}") }));
+    expect(res.status).toBe(200);
+    expect(up.connections()).toBe(3);
+  });
+
+  test("bytes after an answer, in the same read, keep its connection out of the pool", async () => {
+    const up = scriptedUpstream((s, _r, n) => s.write(`HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n${n}${n === 1 ? "JUNK" : ""}`));
+    const pool = poolFor(up.url);
+    expect(await (await pool.request(req({ target: "/" }))).text()).toBe("1");
+    expect(pool.idleCount).toBe(0);
+    expect(await (await pool.request(req({ target: "/" }))).text()).toBe("2");
+    expect(up.connections()).toBe(2);
+  });
+
   test("garbage from the upstream is an error with a clear message, not a hang", async () => {
     const up = scriptedUpstream((s) => s.write("SSH-2.0-OpenSSH_9.2\r\n\r\n"));
     await expect(poolFor(up.url).request(req({ target: "/" }))).rejects.toThrow(/bad status line/);

@@ -116,9 +116,71 @@ describe("ResponseReader framing", () => {
     expect(feedSplit("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", 0).r.reusable).toBe(true);
   });
 
+  test("field values lose only SP and HTAB around them; other bytes (0xA0 ending UTF-8 'à') stay", () => {
+    eachCut("HTTP/1.1 200 OK\r\nX-Title: voilà\r\nX-Pad: \t \u00a0x\u00a0 \t\r\nContent-Length: 0\r\n\r\n", ({ seen }) => {
+      // The reader's strings hold one char per byte (latin1): what Headers writes back out byte for byte.
+      const bytes = (s: string) => Buffer.from(s, "utf8").toString("latin1");
+      expect(seen.heads[0]!.fields).toEqual([
+        ["X-Title", bytes("voilà")],
+        ["X-Pad", bytes("\u00a0x\u00a0")],
+        ["Content-Length", "0"],
+      ]);
+    });
+  });
+
+  test("chunk sizes and Content-Length take any number of leading zeros", () => {
+    const zeros = "0".repeat(5000);
+    eachCut(`HTTP/1.1 200 OK\r\nContent-Length: ${"0".repeat(30)}3\r\n\r\nabc`, ({ seen }) => {
+      expect(seen.heads[0]!.bodyLength).toBe(3);
+      expect(seen.body).toBe("abc");
+    });
+    const { r, seen } = feedSplit(`HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${zeros}3\r\nabc\r\n${"0".repeat(13)}1;x=y\r\nd\r\n${zeros}\r\n\r\n`, 60);
+    expect(seen.body).toBe("abcd");
+    expect(seen.ends).toBe(1);
+    expect(r.reusable).toBe(true);
+    // The largest size that is still exact: 12 hex digits.
+    const big = feedSplit(`HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n00ffffffffffff\r\nab`, 0);
+    expect(big.seen.body).toBe("ab");
+  });
+
+  test("Transfer-Encoding on an HTTP/1.0 answer: read as chunked, then the connection is not reused", () => {
+    eachCut("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", ({ r, seen }) => {
+      expect(seen.body).toBe("ok");
+      expect(seen.ends).toBe(1);
+      expect(r.reusable).toBe(false);
+    });
+  });
+
+  test("a transfer coding on an answer without a body (HEAD, 204, 304) is no concern", () => {
+    expect(feedSplit("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 0, true).seen.ends).toBe(1);
+    expect(feedSplit("HTTP/1.1 204 No Content\r\nTransfer-Encoding: gzip\r\n\r\n", 0).seen.ends).toBe(1);
+  });
+
+  test("a head that trickles in byte by byte, then a body in the same read as its end, is read right", () => {
+    const { r, seen } = reader();
+    const head = enc.encode(`HTTP/1.1 200 OK\r\nX-Pad: ${"p".repeat(3000)}\r\nContent-Length: 4\r\n\r`);
+    for (const b of head) r.feed(Uint8Array.of(b));
+    r.feed(enc.encode("\nbody"));
+    expect(seen.heads[0]!.fields[0]![1]).toHaveLength(3000);
+    expect(seen.body).toBe("body");
+    expect(r.reusable).toBe(true);
+  });
+
   test("bytes after the end of a response make the connection unusable", () => {
     const { r } = feedSplit("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 0);
     expect(r.reusable).toBe(false);
+  });
+
+  test.each([
+    ["a Content-Length body", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA"],
+    ["a chunked body", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nEXTRA"],
+    ["no body", "HTTP/1.1 204 No Content\r\n\r\nEXTRA"],
+  ])("after %s, bytes in the same read already make it unusable when end() is called (the pool decides there)", (_what, wire) => {
+    let atEnd: boolean | undefined;
+    const r: ResponseReader = new ResponseReader({ head: () => {}, data: () => {}, end: () => (atEnd = r.reusable) });
+    r.expect(false);
+    r.feed(enc.encode(wire));
+    expect(atEnd).toBe(false);
   });
 
   test("a second exchange on the same reader works after expect()", () => {
@@ -144,8 +206,35 @@ describe("ResponseReader errors", () => {
     ["a chunk size that is not hex", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"],
     ["a chunk not followed by CRLF", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\naXY"],
     ["101 Switching Protocols to a plain request", "HTTP/1.1 101 Switching Protocols\r\n\r\n"],
+    ["a Content-Length followed by a vertical tab", "HTTP/1.1 200 OK\r\nContent-Length: 5\v\r\n\r\nhello"],
+    ["a Content-Length followed by a form feed", "HTTP/1.1 200 OK\r\nContent-Length: 5\f\r\n\r\nhello"],
+    ["a Content-Length past 2^53", "HTTP/1.1 200 OK\r\nContent-Length: 9007199254740993\r\n\r\n"],
+    ["a chunk size of 2^48", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n01000000000000\r\n"],
+    ["a bare LF in a chunk extension", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a\nhello\r\n0\r\n\r\n"],
+    ["a bare LF ending a chunk size line", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"],
+    ["a control byte in a chunk extension", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a\u0000\r\nhello\r\n0\r\n\r\n"],
+    ["a bare LF inside a field line", "HTTP/1.1 200 OK\r\nX-A: 1\nContent-Length: 2\r\n\r\nok"],
+    ["a bare CR inside a field line", "HTTP/1.1 200 OK\r\nX-A: 1\rX-B: 2\r\nContent-Length: 0\r\n\r\n"],
+    ["a vertical tab in a field value", "HTTP/1.1 200 OK\r\nX-A: a\vb\r\nContent-Length: 0\r\n\r\n"],
+    ["a field name that is not a token", "HTTP/1.1 200 OK\r\nX A: 1\r\nContent-Length: 0\r\n\r\n"],
+    ["a NUL in a field value", "HTTP/1.1 200 OK\r\nX-A: 1\u0000\r\nContent-Length: 0\r\n\r\n"],
+    ["a bare LF in a trailer line", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\nX-U: 2\r\n\r\n"],
+    ["chunked applied twice", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n"],
   ])("%s is a ProtocolError", (_what, wire) => {
     expect(bad(wire)).toThrow(ProtocolError);
+  });
+
+  test.each([
+    ["gzip", "gzip"],
+    ["gzip, chunked", "gzip, chunked"],
+    ["chunked, then gzip in a second field", "chunked\r\nTransfer-Encoding: gzip"],
+    ["identity", "identity"],
+  ])("Transfer-Encoding: %s is refused, naming the coding", (_what, te) => {
+    expect(bad(`HTTP/1.1 200 OK\r\nTransfer-Encoding: ${te}\r\n\r\n`)).toThrow(/transfer coding (gzip|identity)\b/);
+  });
+
+  test("a chunked Transfer-Encoding in any case and with empty list elements is still just chunked", () => {
+    eachCut("HTTP/1.1 200 OK\r\nTransfer-Encoding: , Chunked ,\r\n\r\n2\r\nok\r\n0\r\n\r\n", ({ seen }) => expect(seen.body).toBe("ok"));
   });
 
   test("a head larger than the limit is refused before it is complete", () => {

@@ -38,7 +38,7 @@ async function expectReleasedOnce(stack: Stack, outcome: ImageJobOutcome): Promi
   expect({ outcome, count: counts[outcome] }).toEqual({ outcome, count: 1 });
   expect(total(counts)).toBe(1);
   expect(stack.t.logLines.filter((l) => l.includes(": GPU released ("))).toHaveLength(1);
-  expect(stack.t.health()).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
+  expect(stack.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
   expect(stack.t.tracker.active()).toEqual([]);
   // The GPU is usable right away: a chat goes through.
   if (stack.ollama) {
@@ -106,7 +106,7 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     expect(JSON.parse(await res.text())).toMatchObject({ prompt_id: id });
     await expectReleasedOnce(s, "completed");
     expect(callNames(s.comfy!.calls)).toContain("POST /free");
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
   });
 
   test("/api/ps answers 500", async () => {
@@ -116,11 +116,11 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     expect(res.status).toBe(200);
     await res.text();
     await expectReleasedOnce(s, "completed");
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
   });
 
-  test("the unload call fails (generate and embed both 500)", async () => {
-    s = await startStack();
+  test("the unload call fails (generate and embed both 500): sent again at each poll until UNLOAD_TIMEOUT", async () => {
+    s = await startStack({ env: { UNLOAD_TIMEOUT: "300ms", UNLOAD_POLL_INTERVAL: "100ms" } });
     await preload(s);
     s.ollama!.override("POST", "/api/generate", () => json(500, { error: "boom" }));
     s.ollama!.override("POST", "/api/embed", () => json(500, { error: "boom" }));
@@ -128,9 +128,14 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     expect(res.status).toBe(200);
     await res.text();
     await s.t.settled();
-    expect(callNames(s.ollama!.calls)).toEqual(["GET /api/ps", "POST /api/generate", "POST /api/embed"]);
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
-    expect(warnLines(s.t, "Ollama unload incomplete")[0]).toContain("llama3.2:latest");
+    const calls = callNames(s.ollama!.calls);
+    expect(calls.slice(0, 3)).toEqual(["GET /api/ps", "POST /api/generate", "POST /api/embed"]);
+    expect(calls.filter((c) => c === "POST /api/generate").length).toBeGreaterThanOrEqual(2);
+    const prompt = callsTo(s.comfy!.calls, "/prompt")[0]!;
+    expect(prompt.at - s.ollama!.calls[0]!.at).toBeGreaterThanOrEqual(290);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")[0]).toContain("tried=llama3.2:latest");
+    expect(warnLines(s.t, "Ollama unload not confirmed")[0]).toContain("HTTP 500");
     await expectReleasedOnce(s, "completed");
   });
 
@@ -145,7 +150,7 @@ describe("Ollama misbehaves during the unload: the image job still runs", () => 
     const psPolls = callsTo(s.ollama!.calls, "/api/ps");
     expect(psPolls.length).toBeGreaterThanOrEqual(3);
     expect(callsTo(s.comfy!.calls, "/prompt")[0]!.at - psPolls[0]!.at).toBeGreaterThanOrEqual(190);
-    expect(warnLines(s.t, "Ollama unload incomplete")).toHaveLength(1);
+    expect(warnLines(s.t, "Ollama unload not confirmed")).toHaveLength(1);
     // Leave the model loaded no longer than needed for the chat check below.
     await s.t.settled();
     await expectReleasedOnce(s, "completed");
@@ -236,6 +241,66 @@ describe("ComfyUI's answer to /prompt", () => {
   });
 });
 
+describe("/prompt gets no answer from ComfyUI: the outcome is ComfyUI's, never client_gone", () => {
+  /** A /prompt that ComfyUI receives and never answers (until the test ends). */
+  function hangPrompt(stack: Stack): void {
+    let end!: () => void;
+    const ended = new Promise<void>((r) => (end = r));
+    stack.comfy!.override("POST", "/prompt", () => ended.then(() => json(500, { error: "test over" })));
+    cleanups.push(end);
+  }
+
+  test("the client waits: JOB_TIMEOUT ends it as timeout, with a 504 naming JOB_TIMEOUT", async () => {
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
+    hangPrompt(s);
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(504);
+    const body = (await res.json()) as { error: { type: string; message: string }; node_errors: object };
+    expect(body.error.type).toBe("upstream_timeout");
+    expect(body.error.message).toContain("JOB_TIMEOUT");
+    expect(body.node_errors).toEqual({});
+    await expectReleasedOnce(s, "timeout");
+  });
+
+  test("the client left while /prompt was on its way: JOB_TIMEOUT ends it as timeout", async () => {
+    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
+    hangPrompt(s);
+    const ac = new AbortController();
+    const res = submit(s.t, promptBody(newPromptId()), { signal: ac.signal }).catch((e: unknown) => e);
+    await waitFor(() => callsTo(s!.comfy!.calls, "/prompt").length === 1, "prompt reached ComfyUI");
+    ac.abort();
+    expect(await res).toBeInstanceOf(Error);
+    await waitFor(() => s!.t.logLines.some((l) => l.includes("GPU released")), "job released");
+    await expectReleasedOnce(s, "timeout");
+  });
+
+  test("the client left, then ComfyUI cut the connection: upstream_error", async () => {
+    const ac = new AbortController();
+    let prompts = 0;
+    const cut = Bun.listen({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        data(sock, bytes) {
+          // The health probe is refused; the prompt arrives, the client hangs up, and a moment
+          // later ComfyUI drops the connection.
+          if (!bytes.toString("latin1").startsWith("POST /prompt ")) return void sock.terminate();
+          prompts++;
+          ac.abort();
+          setTimeout(() => sock.terminate(), 50);
+        },
+      },
+    });
+    cleanups.push(() => cut.stop(true));
+    s = await startStack({ comfy: false, env: { COMFY_URL: `http://127.0.0.1:${cut.port}` } });
+    const res = await submit(s.t, promptBody(newPromptId()), { signal: ac.signal }).catch((e: unknown) => e);
+    expect(res).toBeInstanceOf(Error);
+    await waitFor(() => s!.t.logLines.some((l) => l.includes("GPU released")), "job released");
+    expect(prompts).toBe(1);
+    await expectReleasedOnce(s, "upstream_error");
+  });
+});
+
 describe("after ComfyUI accepted the job", () => {
   test("/history fails on every poll: polling goes on until JOB_TIMEOUT, then free and release", async () => {
     s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
@@ -263,7 +328,7 @@ describe("after ComfyUI accepted the job", () => {
     const counts = await jobCounts(s.t);
     expect(counts.completed).toBe(1);
     expect(total(counts)).toBe(1);
-    expect(s.t.health()).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
+    expect(s.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
   });
 
   test("/system_stats fails: the release is not verified, warned, released", async () => {

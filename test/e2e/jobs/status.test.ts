@@ -136,3 +136,15 @@ test("an open event stream does not hold up a graceful stop", async () => {
   for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) break;
   expect(t.logLines.join("")).not.toContain("still open after SHUTDOWN_TIMEOUT");
 });
+
+test("the /turnstile/ pages sit behind the Host rules: a DNS-rebinding page cannot read them", async () => {
+  stack = await startStack({ comfy: false });
+  const { t } = stack;
+  const host = `evil.example:${new URL(t.ollamaUrl).port}`;
+  for (const path of ["/turnstile/status", "/turnstile/", "/turnstile/events"]) {
+    const res = await fetch(`${t.ollamaUrl}${path}`, { headers: { host, origin: `http://${host}` } });
+    expect(res.status).toBe(403);
+    await res.body?.cancel();
+  }
+  expect((await fetch(`${t.ollamaUrl}/turnstile/status`)).status).toBe(200);
+});

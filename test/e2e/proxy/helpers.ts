@@ -2,6 +2,7 @@
  * Shared pieces of the proxy end-to-end tests: a real turnstile in front of the simulated Ollama
  * and ComfyUI (real sockets, ephemeral ports), and small readers for what a client sees.
  */
+import { connect } from "node:net";
 import { type SimPair, type SimPairOptions, startSimPair } from "../../../src/sim/index.ts";
 import { fixtureText } from "../../sim/helpers.ts";
 import { parseExposition, type Exposition } from "../../support/prom-parse.ts";
@@ -94,16 +95,28 @@ export function postJson(url: string, body: unknown, headers: Record<string, str
   });
 }
 
+/** The lock's view in /healthz: the SPEC's three fields. */
 export interface Health {
   state: string;
   llm_inflight: number;
   image_pending: boolean;
 }
 
-export async function health(base: string): Promise<Health> {
+export interface Healthz extends Health {
+  upstreams: { ollama: string; comfy: string };
+}
+
+/** GET /healthz, whole. */
+export async function healthz(base: string): Promise<Healthz> {
   const res = await fetch(`${base}/healthz`);
   if (res.status !== 200) throw new Error(`/healthz answered ${res.status}`);
-  return (await res.json()) as Health;
+  return (await res.json()) as Healthz;
+}
+
+/** GET /healthz, the lock's fields only (what most tests look at). */
+export async function health(base: string): Promise<Health> {
+  const { state, llm_inflight, image_pending } = await healthz(base);
+  return { state, llm_inflight, image_pending };
 }
 
 /** GET /metrics, parsed by the strict exposition parser (so every scrape is also a format check). */
@@ -139,4 +152,57 @@ export async function readTimed(res: Response, onChunk?: (text: string, index: n
     out.push({ text, at: performance.now() });
     await onChunk?.(text, out.length - 1);
   }
+}
+
+export interface RawAnswer {
+  status: number;
+  /** Header names lower-cased; a repeated field keeps its last value. */
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * One request written byte for byte on a fresh connection, for what fetch cannot send (no Host,
+ * an invalid Host, repeated fields, a websocket handshake with a chosen Host). The answer is read
+ * up to its Content-Length, or to the close; a 101 as soon as its head is in.
+ */
+export async function rawHttp(base: string, request: string): Promise<RawAnswer> {
+  const { hostname, port } = new URL(base);
+  return new Promise<RawAnswer>((resolve, reject) => {
+    const sock = connect(Number(port), hostname.replace(/^\[|\]$/g, ""), () => sock.write(request));
+    let buf = Buffer.alloc(0);
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`no complete answer to ${JSON.stringify(request.split("\r\n")[0])}: ${JSON.stringify(buf.toString())}`));
+    }, 5000);
+    const done = (a: RawAnswer) => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(a);
+    };
+    const parse = (closed: boolean) => {
+      const end = buf.indexOf("\r\n\r\n");
+      if (end < 0) return closed ? done({ status: 0, headers: {}, body: buf.toString() }) : undefined;
+      const [statusLine, ...lines] = buf.subarray(0, end).toString().split("\r\n");
+      const headers: Record<string, string> = {};
+      for (const l of lines) {
+        const c = l.indexOf(":");
+        headers[l.slice(0, c).trim().toLowerCase()] = l.slice(c + 1).trim();
+      }
+      const body = buf.subarray(end + 4);
+      const status = Number(statusLine!.split(" ")[1]);
+      // A switched protocol has no HTTP body: what follows is the new protocol's first bytes.
+      if (status === 101) return done({ status, headers, body: body.toString("latin1") });
+      const length = headers["content-length"] === undefined ? undefined : Number(headers["content-length"]);
+      if (length !== undefined && body.length < length && !closed) return;
+      if (length === undefined && !closed) return;
+      done({ status, headers, body: body.subarray(0, length ?? body.length).toString() });
+    };
+    sock.on("data", (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      parse(false);
+    });
+    sock.on("close", () => parse(true));
+    sock.on("error", () => parse(true));
+  });
 }

@@ -5,11 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type Exposition, sampleValue } from "../../support/prom-parse.ts";
-import { health, postJson, scrape, type Stack, startImageJob, startStack, until } from "./helpers.ts";
+import { healthz, postJson, scrape, type Stack, startImageJob, startStack, until } from "./helpers.ts";
 
 let s: Stack;
 beforeAll(async () => {
   s = await startStack({}, { ollama: { tokenDelayMs: 30, tokens: 8 } });
+  await s.t.probed;
 });
 afterAll(async () => {
   await s.stop();
@@ -25,7 +26,7 @@ function stateGauge(m: Exposition): Record<string, number | undefined> {
 
 async function expectState(state: "idle" | "llm" | "image", inflight: number, pending = false): Promise<void> {
   for (const base of both()) {
-    expect({ base, h: await health(base) }).toEqual({ base, h: { state, llm_inflight: inflight, image_pending: pending } });
+    expect({ base, h: await healthz(base) }).toEqual({ base, h: { state, llm_inflight: inflight, image_pending: pending, upstreams: { ollama: "up", comfy: "up" } } });
     const m = await scrape(base);
     expect({ base, states: stateGauge(m) }).toEqual({
       base,

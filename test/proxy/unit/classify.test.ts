@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { CLASSIFICATION, classify } from "../../../src/proxy/classify.ts";
+import { CLASSIFICATION, classify, routedPath } from "../../../src/proxy/classify.ts";
 
 const LLM = [
   "/api/generate",
@@ -94,4 +94,58 @@ describe("comfy listener", () => {
 test("the exported table lists exactly the paths above", () => {
   expect([...CLASSIFICATION.llm].sort()).toEqual([...LLM].sort());
   expect([...CLASSIFICATION.image].sort()).toEqual([...IMAGE].sort());
+});
+
+describe("the path the upstream routes: percent-decoded, as gin and aiohttp do", () => {
+  /** What the app does: classify the routed form of the path as received. */
+  const classifyRaw = (listener: "ollama" | "comfy", raw: string) => classify(listener, "POST", routedPath(raw)!);
+
+  test.each([
+    ["/api/%63hat", "/api/chat"],
+    ["/api/%63%68%61%74", "/api/chat"],
+    ["/%61pi/generate", "/api/generate"],
+    ["/v1/chat%2Fcompletions", "/v1/chat/completions"],
+    ["/v1/chat%2fcompletions", "/v1/chat/completions"],
+    ["/v1%2Fembeddings", "/v1/embeddings"],
+    ["/api/x%2F..%2Fembed", "/api/embed"],
+    ["/api/%2e/chat", "/api/chat"],
+  ])("ollama: POST %s is the LLM route %s", (raw, routed) => {
+    expect(routedPath(raw)).toBe(routed);
+    expect(classifyRaw("ollama", raw)).toBe("llm");
+  });
+
+  test.each([
+    ["/pr%6Fmpt", "/prompt"],
+    ["/%70rompt", "/prompt"],
+    ["/api%2Fprompt", "/api/prompt"],
+    ["/api/pr%6fmpt", "/api/prompt"],
+  ])("comfy: POST %s is the image route %s", (raw, routed) => {
+    expect(routedPath(raw)).toBe(routed);
+    expect(classifyRaw("comfy", raw)).toBe("image");
+  });
+
+  test.each(["/api/%43hat", "/api/chat%2F", "/api/chat%20", "/api/%2563hat", "/api/ch%C3%A4t", "/api/chat%ff", "/pr%4Fmpt"])(
+    "a path that decodes to no locked route stays pass-through: %s",
+    (raw) => {
+      expect(classifyRaw("ollama", raw)).toBe("pass");
+      expect(classifyRaw("comfy", raw)).toBe("pass");
+    },
+  );
+
+  test("one decoding only, as the upstreams do: %2563 is a literal %63", () => {
+    expect(routedPath("/api/%2563hat")).toBe("/api/%63hat");
+  });
+
+  test("a path without % is returned as it is (no copy, no work)", () => {
+    const raw = "/api/chat";
+    expect(routedPath(raw)).toBe(raw);
+    expect(routedPath("//api/chat")).toBe("//api/chat");
+  });
+
+  test.each(["/api/%zzhat", "/api/chat%", "/api/chat%2", "/api/%g3hat", "/api/%3ghat", "/api/chat%00", "/%00/api/chat", "/api%2F%00"])(
+    "invalid encoding is refused: %s",
+    (raw) => {
+      expect(routedPath(raw)).toBeUndefined();
+    },
+  );
 });

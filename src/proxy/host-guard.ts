@@ -1,0 +1,142 @@
+/**
+ * Ollama's DNS-rebinding defence, kept at the turnstile.
+ *
+ * A page on evil.example whose name is re-pointed at 127.0.0.1 makes the browser send
+ * `Host: evil.example:11434` (and `Origin: http://evil.example:11434`) to a loopback server. A
+ * loopback-bound Ollama refuses every Host that does not name this machine (allowedHostsMiddleware
+ * in its server/routes.go). The turnstile sends the upstream its own Host, so Ollama never sees
+ * the client's: the same rule is applied here, before anything is forwarded, on both listeners.
+ *
+ * The rule, as Ollama's: a listener bound to every interface or to a non-loopback address lets
+ * any Host through. One bound to loopback lets through only an empty Host, `localhost`, this
+ * machine's name, names under `.localhost`, `.local` or `.internal`, and loopback, private,
+ * unspecified or this machine's own IP addresses — plus what ALLOWED_HOSTS names.
+ */
+import { BlockList, isIP } from "node:net";
+
+/** ALLOWED_HOSTS, parsed: names (lower-case), `*.suffix` wildcards, or `*` for any Host. */
+export interface AllowedHosts {
+  any: boolean;
+  names: ReadonlySet<string>;
+  /** ".suffix" for each `*.suffix` entry. */
+  suffixes: readonly string[];
+}
+
+export const NO_EXTRA_HOSTS: AllowedHosts = { any: false, names: new Set(), suffixes: [] };
+
+/** Comma-separated entries; an IPv6 address may be written with or without brackets. */
+export function parseAllowedHosts(text: string): AllowedHosts {
+  const entries = text
+    .split(",")
+    .map((e) => e.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1"))
+    .filter(Boolean);
+  if (entries.length === 0) return NO_EXTRA_HOSTS;
+  return {
+    any: entries.includes("*"),
+    names: new Set(entries.filter((e) => !e.startsWith("*"))),
+    suffixes: entries.filter((e) => e.startsWith("*.")).map((e) => e.slice(1)),
+  };
+}
+
+export interface HostGuardOptions {
+  /** The listener's bind host as parseListen gives it; undefined = every interface. */
+  bindHost: string | undefined;
+  allowed: AllowedHosts;
+  /** This machine's name (os.hostname()). */
+  machineName: string;
+  /** This machine's addresses; asked only for an IP Host outside the local ranges. */
+  machineAddresses: () => string[];
+}
+
+/** Loopback, private (RFC 1918, RFC 4193) and unspecified: Go's netip IsLoopback/IsPrivate/IsUnspecified. */
+const LOCAL_RANGES = new BlockList();
+LOCAL_RANGES.addSubnet("127.0.0.0", 8, "ipv4");
+LOCAL_RANGES.addSubnet("10.0.0.0", 8, "ipv4");
+LOCAL_RANGES.addSubnet("172.16.0.0", 12, "ipv4");
+LOCAL_RANGES.addSubnet("192.168.0.0", 16, "ipv4");
+LOCAL_RANGES.addAddress("0.0.0.0", "ipv4");
+LOCAL_RANGES.addAddress("::1", "ipv6");
+LOCAL_RANGES.addAddress("::", "ipv6");
+LOCAL_RANGES.addSubnet("fc00::", 7, "ipv6");
+
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4");
+LOOPBACK.addAddress("::1", "ipv6");
+
+const LOCAL_SUFFIXES = [".localhost", ".local", ".internal"];
+
+/** Verdicts remembered per Host value; a flood of distinct names only empties the memory. */
+const CACHE_LIMIT = 1024;
+
+/** True when a listener bound to `bindHost` is reachable from this machine only. */
+export function isLoopbackBind(bindHost: string | undefined): boolean {
+  if (bindHost === undefined) return false;
+  const h = bindHost.toLowerCase();
+  if (h === "localhost" || h.endsWith(".localhost")) return true;
+  return inRanges(LOOPBACK, h);
+}
+
+/**
+ * The check for one listener: Host header value → may it pass. A Host that passed is remembered,
+ * so the usual request costs one Map lookup; a refused one is judged again each time (refusals
+ * are rare, and an address of this machine may appear later).
+ */
+export function hostGuard(opts: HostGuardOptions): (host: string) => boolean {
+  if (opts.allowed.any || !isLoopbackBind(opts.bindHost)) return () => true;
+  const machineName = opts.machineName.toLowerCase();
+  const passed = new Map<string, true>();
+  return (hostHeader) => {
+    if (passed.has(hostHeader)) return true;
+    const host = hostName(hostHeader);
+    const ok =
+      host === "" ||
+      host === "localhost" ||
+      host === machineName ||
+      LOCAL_SUFFIXES.some((s) => host.endsWith(s)) ||
+      opts.allowed.names.has(host) ||
+      opts.allowed.suffixes.some((s) => host.endsWith(s)) ||
+      (isIP(host) !== 0 && (inRanges(LOCAL_RANGES, host) || isMachineAddress(host, opts.machineAddresses())));
+    if (ok) {
+      if (passed.size >= CACHE_LIMIT) passed.clear();
+      passed.set(hostHeader, true);
+    }
+    return ok;
+  };
+}
+
+/** The host part of a Host header value, lower-case, without port or IPv6 brackets (Go's net.SplitHostPort). */
+export function hostName(hostHeader: string): string {
+  const h = hostHeader.toLowerCase();
+  if (h.startsWith("[")) {
+    const close = h.indexOf("]");
+    return close < 0 ? h : h.slice(1, close);
+  }
+  const colon = h.lastIndexOf(":");
+  return colon < 0 ? h : h.slice(0, colon);
+}
+
+function inRanges(list: BlockList, ip: string): boolean {
+  const family = isIP(ip);
+  if (family === 0) return false;
+  try {
+    return list.check(ip, family === 4 ? "ipv4" : "ipv6");
+  } catch {
+    // A zone index (fe80::1%eth0) or another form the list cannot compare.
+    return false;
+  }
+}
+
+function isMachineAddress(ip: string, addresses: string[]): boolean {
+  if (addresses.length === 0) return false;
+  // Compared as addresses, not as text: ::FFFF:A00:1 and 0:0::ffff:10.0.0.1 are one address.
+  const own = new BlockList();
+  for (const a of addresses) {
+    const family = isIP(a);
+    try {
+      if (family !== 0) own.addAddress(a, family === 4 ? "ipv4" : "ipv6");
+    } catch {
+      // not comparable (a zone index): cannot be what a Host names either
+    }
+  }
+  return inRanges(own, ip);
+}

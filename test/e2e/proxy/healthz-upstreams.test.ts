@@ -1,0 +1,60 @@
+/**
+ * /healthz's "upstreams": each side as the health probes last found it — up, down (and back up
+ * when it recovers), or disabled when its URL is empty — next to the SPEC's three lock fields.
+ */
+import { afterEach, expect, test } from "bun:test";
+import { type OllamaSim, startComfySim, startOllamaSim } from "../../../src/sim/index.ts";
+import { startTestTurnstile, type TestTurnstile } from "../../support/turnstile.ts";
+import { healthz, until } from "./helpers.ts";
+
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function turnstile(env: Record<string, string>): TestTurnstile {
+  const t = startTestTurnstile({ HEALTH_INTERVAL: "50ms", ...env });
+  cleanups.push(() => t.close());
+  return t;
+}
+
+async function upstreamsSeen(base: string, want: { ollama: string; comfy: string }): Promise<void> {
+  let last: unknown;
+  await until(async () => JSON.stringify((last = (await healthz(base)).upstreams)) === JSON.stringify(want), `/healthz upstreams ${JSON.stringify(want)} (last ${JSON.stringify(last)})`);
+}
+
+test("Ollama up, ComfyUI not configured; Ollama goes down, then recovers", async () => {
+  let ollama: OllamaSim = await startOllamaSim();
+  cleanups.push(() => ollama.stop());
+  const t = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: "" });
+  await t.probed;
+  expect(await healthz(t.ollamaUrl)).toEqual({
+    state: "idle",
+    llm_inflight: 0,
+    image_pending: false,
+    upstreams: { ollama: "up", comfy: "disabled" },
+  });
+
+  const port = Number(new URL(ollama.url).port);
+  await ollama.stop();
+  await upstreamsSeen(t.ollamaUrl, { ollama: "down", comfy: "disabled" });
+  // The lock's fields are untouched by an upstream's health.
+  expect(await healthz(t.ollamaUrl)).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
+
+  ollama = await startOllamaSim({ port });
+  await upstreamsSeen(t.ollamaUrl, { ollama: "up", comfy: "disabled" });
+});
+
+test("ComfyUI down from the start, Ollama not configured: both listeners' view is the same", async () => {
+  const comfy = await startComfySim();
+  await comfy.stop();
+  const ollama = await startOllamaSim();
+  cleanups.push(() => ollama.stop());
+  const t = turnstile({ OLLAMA_URL: "", COMFY_URL: comfy.url, HEALTH_INTERVAL: "0" });
+  await t.probed;
+  expect((await healthz(t.comfyUrl)).upstreams).toEqual({ ollama: "disabled", comfy: "down" });
+
+  const both = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: comfy.url, HEALTH_INTERVAL: "0" });
+  await both.probed;
+  for (const base of [both.ollamaUrl, both.comfyUrl]) expect((await healthz(base)).upstreams).toEqual({ ollama: "up", comfy: "down" });
+});
