@@ -78,8 +78,9 @@ const commands: Record<CommandName, CommandDef<any>> = {
     },
     async run({ args }) {
       const { statusCommand } = await import("./status.ts");
+      // Ctrl-C ends --watch quietly; without --watch it stays the usual interrupt.
       const stop = new AbortController();
-      process.once("SIGINT", () => stop.abort());
+      if (args.watch === true) process.once("SIGINT", () => stop.abort());
       process.exitCode = await statusCommand({ configPath: args.config, url: args.url, json: args.json === true, watch: args.watch === true, signal: stop.signal });
     },
   }),

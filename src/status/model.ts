@@ -182,7 +182,7 @@ export class StatusModel {
     this.#spans[this.#spans.length - 1]!.to = at;
     this.#spans.push({ state: e.to, from: at });
     this.#pruneSpans(at);
-    this.#emit({ type: "state", data: { state: e.to, from, since: at } });
+    if (this.#listeners.size > 0) this.#emit({ type: "state", data: { state: e.to, from, since: at } });
   }
 
   onJob(e: ImageJobEvent): void {
