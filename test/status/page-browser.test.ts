@@ -1,10 +1,12 @@
 /**
  * The status page in a real browser (Debian's `chromium`, driven over the DevTools protocol):
  * it shows an image job while it runs and goes back to idle, live from /turnstile/events.
- * Saves docs/status-page.png (shown in the README). Skips with a note where chromium is missing.
+ * Saves a screenshot of the running job: to the temp directory, or with UPDATE_SCREENSHOT=1 to
+ * docs/status-page.png (the README's; a run would otherwise leave that file changed every time).
+ * Skips with a note where chromium is missing.
  */
 import { afterEach, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { newPromptId, postJson, promptBody, startStack, submit, until, type Stack } from "../e2e/jobs/helpers.ts";
@@ -85,17 +87,29 @@ test.skipIf(!haveChromium)("the page shows an image job while it runs, then idle
   await until(async () => (await page!.text("#state")) === "idle", "the page showing idle", 15_000);
   expect(await page.text("#conn")).toBe("live");
 
-  // A chat first, so the strip has some LLM time, then the image job.
-  await (await postJson(`${t.ollamaUrl}/api/chat`, { model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] })).text();
+  // A chat and a short image job first, so the strip and the recent list have something in them.
+  const chat = (model: string) => postJson(`${t.ollamaUrl}/api/chat`, { model, stream: false, messages: [{ role: "user", content: "hi" }] });
+  await (await chat("llama3.2")).text();
+  const p0 = newPromptId();
+  await (await submit(t, promptBody(p0, { sim_job_ms: 200 }))).text();
+  await until(async () => (await page!.text("#recent")).includes(p0), "the first job in the recent list", 10_000);
+
   const p1 = newPromptId();
   const job = submit(t, promptBody(p1));
   await until(async () => (await page!.text("#phase")) === "running", "the page showing the job running", 10_000);
   expect(await page.text("#state")).toBe("image");
   expect(await page.text("#image")).toContain(p1);
   expect(await page.text("#upstreams")).toContain("up");
-  await page.screenshot(new URL("../../docs/status-page.png", import.meta.url).pathname);
+  // A chat arriving now waits for the image job, and the page says so.
+  const waiting = chat("qwen2.5:7b");
+  await until(async () => (await page!.text("#llm")).includes("waits"), "the page showing the waiting chat", 10_000);
+  expect(await page.text("#llm")).toContain("qwen2.5:7b");
+  const shot = process.env.UPDATE_SCREENSHOT === "1" ? new URL("../../docs/status-page.png", import.meta.url).pathname : join(tmpdir(), "gpu-turnstile-status-page.png");
+  await page.screenshot(shot);
+  expect(readFileSync(shot).subarray(1, 4).toString()).toBe("PNG");
 
   await (await job).text();
+  await (await waiting).text();
   await until(async () => (await page!.text("#state")) === "idle", "the page back to idle", 10_000);
   await until(async () => (await page!.text("#recent")).includes(p1), "the job in the recent list", 10_000);
   expect(await page.text("#recent")).toContain("completed");
