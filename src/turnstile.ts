@@ -20,6 +20,7 @@ import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./prox
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./proxy/forward.ts";
 import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { IdleTicker } from "./proxy/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./upstream/health.ts";
 import { EventHub } from "./status/events.ts";
@@ -143,6 +144,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     backoffMaxMs: config.backoffMaxMs,
     retryBodyLimit: config.retryBodyLimit,
     max5xxRetries: MAX_5XX_RETRIES,
+    retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
   const common = {
     lock,
@@ -154,6 +156,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       retryAfterS: config.busyRetryAfterS,
     },
     observer: requestObserver(log, metrics),
+    idle: config.llmIdleTimeoutMs > 0 ? new IdleTicker(config.llmIdleTimeoutMs) : undefined,
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
     turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken }),

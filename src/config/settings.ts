@@ -116,6 +116,14 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Longest an LLM request waits for the GPU before it gets a 503 (wait mode).",
   },
   {
+    key: "LLM_IDLE_TIMEOUT",
+    field: "llmIdleTimeoutMs",
+    default: "5m",
+    kind: "duration",
+    allowZero: true,
+    doc: "An LLM request that holds the GPU while no byte moves (request body, upstream answer, client reading) for this long is ended and its slot freed; the default leaves room for a large model loading before its first token; 0 = no limit.",
+  },
+  {
     key: "LLM_BUSY_MODE",
     field: "llmBusyMode",
     default: "wait",
@@ -243,6 +251,13 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "60s",
     kind: "duration",
     doc: "Cap for the exponential retry backoff (at least BACKOFF_INITIAL).",
+  },
+  {
+    key: "UPSTREAM_RETRY_TIMEOUT",
+    field: "upstreamRetryTimeoutMs",
+    default: "2m",
+    kind: "duration",
+    doc: "How long a request is retried while its upstream refuses connections before the client gets a 502.",
   },
   {
     key: "PROMPT_CAPTURE_LIMIT",

@@ -15,6 +15,8 @@ export interface Config {
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
   llmWaitTimeoutMs: number;
+  /** 0 = no limit */
+  llmIdleTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
   busyRetryAfterS: number;
@@ -32,6 +34,7 @@ export interface Config {
   shutdownTimeoutMs: number;
   backoffInitialMs: number;
   backoffMaxMs: number;
+  upstreamRetryTimeoutMs: number;
   promptCaptureLimit: number;
   retryBodyLimit: number;
   autoUpdate: boolean;

@@ -2,7 +2,10 @@
  * Per-request lines at info level:
  *
  *   --> POST /api/chat                       (cyan)
- *   <-- 200 POST /api/chat 12.3ms            (green 1xx–3xx, yellow 4xx, red 5xx)
+ *   <-- 200 POST /api/chat 5.01s 12.3KiB     (green 1xx–3xx, yellow 4xx, red 5xx)
+ *
+ * The `<--` line is written when the response body has ended: its duration and byte count are
+ * the whole answer's.
  *
  * Colours by status class: 1xx–3xx green (the upstream did what was asked, a redirect or 304
  * included), 4xx yellow (the client's problem, or a 429 busy), 5xx red (a 503 busy as well);
@@ -20,6 +23,8 @@ export interface RequestLineInfo {
   /** Absent on `-->`; absent on `<--` when no response was sent. */
   status?: number;
   durationMs?: number;
+  /** Response body bytes sent; absent on `-->`. */
+  bytes?: number;
   listener: Listener;
   class: RequestClass;
 }
@@ -41,6 +46,17 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(totalM / 60)}h${String(totalM % 60).padStart(2, "0")}m`;
 }
 
+/** `0B`, `512B`, `12.3KiB`, `4.6MiB`, `1.2GiB`: one decimal, the unit switched before it would read 1024.0. */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n}B`;
+  let v = n / 1024;
+  for (const unit of ["KiB", "MiB"]) {
+    if (v < 1023.95) return `${v.toFixed(1)}${unit}`;
+    v /= 1024;
+  }
+  return `${v.toFixed(1)}GiB`;
+}
+
 export type StatusColor = "green" | "yellow" | "red";
 
 export function statusColor(status: number | undefined): StatusColor {
@@ -60,7 +76,8 @@ export function formatRequestLine(dir: RequestDir, info: RequestLineInfo, color 
   } else {
     const status = info.status === undefined ? "-" : String(info.status);
     const dur = info.durationMs === undefined ? "" : ` ${formatDuration(info.durationMs)}`;
-    text = `<-- ${status} ${info.method} ${info.path}${dur}`;
+    const size = info.bytes === undefined ? "" : ` ${formatBytes(info.bytes)}`;
+    text = `<-- ${status} ${info.method} ${info.path}${dur}${size}`;
     ansi = ANSI_OF[statusColor(info.status)];
   }
   return color ? `${ansi}${text}${RESET}` : text;
@@ -81,6 +98,7 @@ export function logRequest(logger: Logger, dir: RequestDir, info: RequestLineInf
       path: info.path,
       status: info.status,
       duration_ms: info.durationMs === undefined ? undefined : Math.round(info.durationMs * 1000) / 1000,
+      bytes: info.bytes,
     });
   } else {
     logger.info(msg, { listener: info.listener, class: info.class });

@@ -6,9 +6,10 @@ import { JOB_OUTCOMES, type JobOutcome } from "../jobs/events.ts";
 import type { GpuState, LeaseKind } from "../lock/types.ts";
 import type { Listener, RequestClass as ProxyRequestClass } from "../proxy/classify.ts";
 import type { BusyReason } from "../proxy/llm-gate.ts";
+import { IDLE_REASONS, type IdleReason } from "../proxy/idle-watch.ts";
 import { Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, Registry } from "./metrics.ts";
 
-export type { BusyReason, GpuState, Listener };
+export type { BusyReason, GpuState, IdleReason, Listener };
 export type LockKind = LeaseKind;
 export type Upstream = Listener;
 /** A request's class, plus "internal" for what the turnstile answers itself (/healthz, /metrics). */
@@ -74,6 +75,8 @@ export interface TurnstileMetrics {
   readonly requests: Counter<{ listener: Listener; class: RequestClass; status: string }>;
   /** LLM requests answered "busy". */
   readonly busy: Counter<{ reason: BusyReason }>;
+  /** LLM exchanges ended by LLM_IDLE_TIMEOUT. */
+  readonly llmAborted: Counter<{ reason: IdleReason }>;
   /** 1 when the last probe of the upstream succeeded, 0 before the first probe and after a failure. */
   readonly upstreamUp: Gauge<{ upstream: Upstream }>;
   /** Retried upstream attempts (connection refused, replayable 5xx, …). */
@@ -150,6 +153,12 @@ export function createTurnstileMetrics(opts: TurnstileMetricsOptions): Turnstile
     labelNames: ["reason"],
     initLabels: BUSY_REASONS.map((reason) => ({ reason })),
   });
+  const llmAborted = registry.counter<{ reason: IdleReason }>({
+    name: "gpu_turnstile_llm_aborted_total",
+    help: "LLM requests ended because no byte moved for LLM_IDLE_TIMEOUT, by where they stood.",
+    labelNames: ["reason"],
+    initLabels: IDLE_REASONS.map((reason) => ({ reason })),
+  });
   const upstreamUp = registry.gauge<{ upstream: Upstream }>({
     name: "gpu_turnstile_upstream_up",
     help: "1 if the last health probe of the upstream succeeded.",
@@ -181,6 +190,7 @@ export function createTurnstileMetrics(opts: TurnstileMetricsOptions): Turnstile
     vramReclaimedBytes,
     requests,
     busy,
+    llmAborted,
     upstreamUp,
     upstreamRetries,
     attachLock(lock) {

@@ -6,11 +6,20 @@ import type { LockEvent } from "../lock/index.ts";
 import type { ImageJobEvent } from "../jobs/events.ts";
 import type { RequestObserver } from "../proxy/app.ts";
 import type { Logger } from "./log.ts";
-import { formatDuration, logRequest } from "./request-log.ts";
+import { formatBytes, formatDuration, logRequest } from "./request-log.ts";
+import type { IdleReason } from "../proxy/idle-watch.ts";
+import { formatDuration as settingDuration } from "../config/duration.ts";
 import type { TurnstileMetrics, Upstream } from "./turnstile-metrics.ts";
 
 const ms = (v: number) => formatDuration(v);
 const mib = (b: number | undefined) => (b === undefined ? "?" : `${(b / 1024 / 1024).toFixed(0)}MiB`);
+
+const IDLE_WHY: Record<IdleReason, string> = {
+  request_body: "the client's request body stopped arriving",
+  no_answer: "the upstream sent no answer",
+  upstream_stalled: "the upstream stopped sending mid-answer",
+  client_not_reading: "the client stopped reading the answer",
+};
 
 export function requestObserver(log: Logger, metrics: TurnstileMetrics): RequestObserver {
   return {
@@ -20,6 +29,22 @@ export function requestObserver(log: Logger, metrics: TurnstileMetrics): Request
     end(r) {
       metrics.requests.inc({ listener: r.listener, class: r.class, status: String(r.status) });
       if (r.class !== "internal" && log.enabled("info")) logRequest(log, "<--", r);
+      // A truncated answer looks complete to many clients: the operator hears of it at the default level.
+      if (r.cut?.by === "upstream") {
+        log.warn(`${r.listener} answer cut off by the upstream`, {
+          request: `${r.method} ${r.path}`,
+          status: r.status,
+          sent: formatBytes(r.bytes ?? 0),
+          reason: r.cut.reason,
+        });
+      }
+    },
+    idle(listener, r) {
+      metrics.llmAborted.inc({ reason: r.reason });
+      log.warn(`${listener} request ended: ${IDLE_WHY[r.reason]} for LLM_IDLE_TIMEOUT (${settingDuration(r.timeoutMs)}); its GPU slot is free`, {
+        request: `${r.method} ${r.path}`,
+        reason: r.reason,
+      });
     },
     busy(reason) {
       metrics.busy.inc({ reason });

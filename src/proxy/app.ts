@@ -10,9 +10,12 @@ import { redactCredentials } from "../config/redact.ts";
 import type { ImageJobDeps } from "../jobs/image-job.ts";
 import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
-import { dialectFor, errorResponse, type ErrorReply } from "./dialect.ts";
+import type { BodyEnd } from "../upstream/h1-pool.ts";
+import { formatDuration } from "../config/duration.ts";
+import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply } from "./dialect.ts";
 import { admit, requestPath } from "./front-door.ts";
-import { forward, relayResponse, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "./forward.ts";
+import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "./forward.ts";
+import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "./idle-watch.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
 export interface RequestObserver {
@@ -23,9 +26,15 @@ export interface RequestObserver {
     path: string;
     class: RequestClass | "internal";
     status: number;
+    /** From arrival until the response body ended (or was cut). */
     durationMs: number;
+    /** Response body bytes handed to the client; absent for /healthz and /metrics. */
+    bytes?: number;
+    cut?: BodyEnd["cut"];
   }): void;
   busy(reason: BusyReason): void;
+  /** An LLM exchange ended by LLM_IDLE_TIMEOUT. */
+  idle(listener: Listener, r: { method: string; path: string; reason: IdleReason; timeoutMs: number }): void;
   retry(listener: Listener, n: RetryNotice & { method: string; path: string }): void;
   upstreamFailed(listener: Listener, r: { method: string; path: string; reason: string }): void;
 }
@@ -67,10 +76,14 @@ export interface ListenerAppDeps {
   watchLlmBody?: () => (chunk: Uint8Array) => void;
   /** The listener's DNS-rebinding guard (host-guard.ts): may a request with this Host pass. */
   hostAllowed: (host: string) => boolean;
+  /** LLM_IDLE_TIMEOUT's clock; absent when it is 0 (no limit). */
+  idle?: IdleTicker;
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
 }
+
+type Info = Parameters<RequestObserver["start"]>[0];
 
 /** Status written to the request log when the client went away before an answer (nginx's 499). */
 export const CLIENT_CLOSED = 499;
@@ -116,8 +129,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   const refused = (req: Request, cls: RequestClass, reply: ErrorReply): Response => {
     const info = { listener, method: req.method, path: requestPath(req.url), class: cls };
     observer.start(info);
-    observer.end({ ...info, status: reply.status, durationMs: 0 });
-    return errorResponse(dialectFor(listener, info.path), reply);
+    return answered(errorResponse(dialectFor(listener, info.path), reply), req.signal, observer, info, performance.now());
   };
 
   const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
@@ -133,17 +145,14 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const t0 = performance.now();
     const info = { listener, method: req.method, path: url.pathname, class: cls };
     observer.start(info);
-    let res: Response;
     try {
-      if (cls === "llm") res = await proxyLLM(req, url, clientIp, deps);
-      else if (cls === "image" && deps.imageJob) res = await handleImageJob(req, clientIp, deps.imageJob);
-      else res = await proxyPass(req, url, clientIp, deps);
+      if (cls === "llm") return await proxyLLM(req, url, clientIp, deps, info, t0);
+      if (cls === "image" && deps.imageJob) return answered(await handleImageJob(req, clientIp, deps.imageJob), req.signal, observer, info, t0);
+      return await proxyPass(req, url, clientIp, deps, info, t0);
     } catch (err) {
-      if (req.signal.aborted) res = new Response(null, { status: CLIENT_CLOSED });
-      else res = internalError(deps, req, url.pathname, err);
+      const res = req.signal.aborted ? new Response(null, { status: CLIENT_CLOSED }) : internalError(deps, req, url.pathname, err);
+      return answered(res, req.signal, observer, info, t0);
     }
-    observer.end({ ...info, status: res.status, durationMs: performance.now() - t0 });
-    return res;
   };
   app.all("*", (c) => proxy(c.req.raw, c.env.clientIp));
   app.onError((err, c) => internalError(deps, c.req.raw, requestPath(c.req.url), err));
@@ -172,7 +181,24 @@ function internalError(deps: ListenerAppDeps, req: Request, path: string, err: u
   });
 }
 
-async function proxyPass(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps): Promise<Response> {
+/**
+ * The response to send, its request logged and counted when its body has ended (not when its
+ * head left: a 5 s stream is logged as 5 s), and `hold` released then. Built outside the request's
+ * scope, so an open stream keeps only what it needs alive, not the request.
+ */
+function answered(res: Response, signal: AbortSignal, observer: RequestObserver, info: Info, t0: number, hold?: Hold, watch?: IdleWatch): Response {
+  const status = res.status;
+  const end = (e: BodyEnd) => {
+    hold?.release();
+    observer.end({ ...info, status, durationMs: performance.now() - t0, bytes: e.bytes, cut: e.cut });
+  };
+  const own = ownAnswerSize(res);
+  if (own === undefined) return whenBodyDone(res, signal, end, watch);
+  end({ bytes: own });
+  return res;
+}
+
+async function proxyPass(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
   const result = await forward(req, {
     upstream: deps.upstream,
     url,
@@ -181,60 +207,92 @@ async function proxyPass(req: Request, url: URL, clientIp: string | undefined, d
     retry: deps.retry,
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
   });
-  if (!result.ok) return unreachable(deps, req, url, result.reason);
-  return relayResponse(result.response);
+  const res = result.ok ? result.response : unreachable(deps, req, url, result.reason);
+  return answered(res, req.signal, deps.observer, info, t0);
 }
 
 /**
  * An LLM request holds its slot until the response is fully written or the client goes away,
- * whichever comes first; the lease's release is idempotent, so both paths may fire.
+ * whichever comes first, or no byte moved for LLM_IDLE_TIMEOUT; the lease's release is
+ * idempotent, so more than one of these may fire.
  */
-async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps): Promise<Response> {
+async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
+  const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
   const tracker = deps.llmTracker;
-  const t = tracker?.start(url.pathname, clientIp);
-  let streaming = false;
+  const tracked = tracker?.start(url.pathname, clientIp);
+  const admitSlot = tracker
+    ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(tracked), h))
+    : () => admitLLM(deps.lock, deps.busy, req.signal);
   let result;
   try {
-    try {
-      result = await forward(req, {
-        upstream: deps.upstream,
-        url,
-        signal: req.signal,
-        clientIp,
-        retry: deps.retry,
-        acquire: tracker
-          ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(t), h))
-          : () => admitLLM(deps.lock, deps.busy, req.signal),
-        watchBody: deps.watchLlmBody?.(),
-        onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
-        onBody: tracker && ((b) => tracker.body(t, b)),
-      });
-    } catch (err) {
-      if (!(err instanceof GpuBusyError)) throw err;
-      deps.observer.busy(err.reason);
-      return errorResponse(dialect, {
-        status: err.reason === "reject" ? deps.busy.status : 503,
-        type: "gpu_busy",
-        message: busyMessage(err.reason, deps.busy.retryAfterS),
-        headers: { "retry-after": String(deps.busy.retryAfterS) },
-      });
-    }
-    if (!result.ok) return unreachable(deps, req, url, result.reason);
-    streaming = true;
-    return whenBodyDone(result.response, req.signal, releaser(result.hold!, tracker, t));
-  } finally {
-    if (!streaming) tracker?.end(t);
+    result = await forward(req, {
+      upstream: deps.upstream,
+      url,
+      signal: req.signal,
+      clientIp,
+      retry: deps.retry,
+      acquire: watch ? async () => watch.arm(await admitSlot()) : admitSlot,
+      watchBody: deps.watchLlmBody?.(),
+      onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
+      watch,
+      onBody: tracker && ((b) => tracker.body(tracked, b)),
+    });
+  } catch (err) {
+    tracker?.end(tracked);
+    if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
+    if (!(err instanceof GpuBusyError)) throw err;
+    deps.observer.busy(err.reason);
+    const busy = errorResponse(dialect, {
+      status: err.reason === "reject" ? deps.busy.status : 503,
+      type: "gpu_busy",
+      message: busyMessage(err.reason, deps.busy.retryAfterS),
+      headers: { "retry-after": String(deps.busy.retryAfterS) },
+    });
+    return answered(busy, req.signal, deps.observer, info, t0);
   }
+  if (!result.ok) {
+    tracker?.end(tracked);
+    return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
+  }
+  if (watch) watch.stage = "response";
+  return answered(result.response, req.signal, deps.observer, info, t0, trackedHold(result.hold!, tracker, tracked), watch);
 }
 
-/** A release that keeps only the lease alive while the stream is open (not this request's scope). */
-function releaser(hold: Hold, tracker: LlmTracker | undefined, t: unknown): () => void {
-  if (!tracker) return () => hold.release();
-  return () => {
-    hold.release();
-    tracker.end(t);
+/** The hold, ending the request's entry in the status model when it is released. */
+function trackedHold(hold: Hold, tracker: LlmTracker | undefined, tracked: unknown): Hold {
+  if (!tracker) return hold;
+  return {
+    release() {
+      hold.release();
+      tracker.end(tracked);
+    },
   };
+}
+
+/** The exchange's idle watch, made outside proxyLLM's scope so the open stream does not keep the request alive. */
+function watchIdle(ticker: IdleTicker, deps: ListenerAppDeps, method: string, path: string): IdleWatch {
+  const { observer, listener } = deps;
+  return ticker.watch((reason) => observer.idle(listener, { method, path, reason, timeoutMs: ticker.timeoutMs }));
+}
+
+/** 408 when the client's body stalled (RFC 9110 §15.5.9), 504 when the upstream never answered. */
+function idleAnswer(deps: ListenerAppDeps, dialect: ReturnType<typeof dialectFor>, err: IdleTimeoutError): Response {
+  const limit = `LLM_IDLE_TIMEOUT (${formatDuration(deps.idle!.timeoutMs)})`;
+  const name = deps.listener === "ollama" ? "Ollama" : "ComfyUI";
+  if (err.reason === "request_body") {
+    return errorResponse(dialect, {
+      status: 408,
+      type: "request_timeout",
+      message: `gpu-turnstile: the request body stopped arriving for ${limit}`,
+      headers: { connection: "close" },
+    });
+  }
+  return errorResponse(dialect, {
+    status: 504,
+    type: "upstream_timeout",
+    message: `gpu-turnstile: ${name} sent no answer for ${limit}`,
+  });
 }
 
 function unreachable(deps: ListenerAppDeps, req: Request, url: URL, reason: string): Response {

@@ -31,9 +31,20 @@ export function errorBody(dialect: Dialect, e: ErrorReply): unknown {
   }
 }
 
+/** Answers made by errorResponse, with their body's size: nothing to watch while they are sent. */
+const ownAnswers = new WeakMap<Response, number>();
+
 export function errorResponse(dialect: Dialect, e: ErrorReply): Response {
-  return new Response(JSON.stringify(errorBody(dialect, e)), {
+  const body = Buffer.from(JSON.stringify(errorBody(dialect, e)));
+  const res = new Response(body, {
     status: e.status,
     headers: { "content-type": "application/json; charset=utf-8", ...e.headers },
   });
+  ownAnswers.set(res, body.length);
+  return res;
+}
+
+/** The body size of an answer errorResponse made; undefined for any other response. */
+export function ownAnswerSize(res: Response): number | undefined {
+  return ownAnswers.get(res);
 }

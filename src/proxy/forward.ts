@@ -5,11 +5,13 @@
  * hold (a lock lease) taken per attempt so a request that is sleeping in backoff never keeps the
  * GPU from anyone else.
  */
+import { formatDuration } from "../config/duration.ts";
 import { backoffDelays, sleep } from "./backoff.ts";
 import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
 import { joinUrl } from "../upstream/http.ts";
 import { prepareBody } from "./request-body.ts";
-import { onPooledBodyEnd, poolFor, type PoolRequest } from "../upstream/h1-pool.ts";
+import { onPooledBodyEnd, poolFor, type Activity, type BodyEnd, type PoolRequest } from "../upstream/h1-pool.ts";
+import { IdleTimeoutError, type IdleWatch } from "./idle-watch.ts";
 import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
 
 export interface Hold {
@@ -23,6 +25,8 @@ export interface RetryPolicy {
   retryBodyLimit: number;
   /** 5xx answers to idempotent requests are retried at most this many times, then passed back. */
   max5xxRetries: number;
+  /** An upstream that keeps refusing connections is given up on this long after the first refusal. */
+  retryTimeoutMs: number;
 }
 
 export interface RetryNotice {
@@ -55,6 +59,11 @@ export interface ForwardOptions {
    * status page names the model of a request that is still waiting. Never a copy.
    */
   onBody?: (bytes: Uint8Array) => void;
+  /**
+   * An LLM exchange's idle watch: it sees the bytes move, it cuts the upstream request when it
+   * fires, and when that was before the answer started, forward() rejects with IdleTimeoutError.
+   */
+  watch?: IdleWatch;
 }
 
 export type ForwardResult =
@@ -78,13 +87,15 @@ export function targetUrl(upstream: URL, incoming: URL): string {
 
 /**
  * Forward `req`. Resolves with the upstream's response (its body not yet read) or with a reason
- * the upstream could not be reached; rejects only with the client's abort reason.
+ * the upstream could not be reached; rejects only with the client's abort reason (or, with a
+ * `watch`, an IdleTimeoutError).
  */
 export async function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
   const { signal, retry } = opts;
   const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
-  const body = await prepareBody(req, retry.retryBodyLimit, opts.watchBody);
+  const { watch } = opts;
+  const body = await prepareBody(req, retry.retryBodyLimit, watch, opts.watchBody);
   if (opts.onBody && body.buffered) {
     const bytes = body.peek?.();
     if (bytes) opts.onBody(bytes);
@@ -94,6 +105,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();
   const replay5xx = IDEMPOTENT.has(req.method) && body.buffered;
   let retries5xx = 0;
+  let giveUpAt: number | undefined;
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
   const pool = opts.upstream.protocol === "http:" ? poolFor(opts.upstream) : undefined;
@@ -108,18 +120,32 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
         body: body.next(),
         redirect: "manual",
         decompress: false,
-        signal: opts.fetchSignal?.() ?? signal,
+        // The pooled client is stopped by the watch itself; fetch only listens to a signal.
+        signal: opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal),
         duplex: "half",
       };
       res = pool
-        ? await pool.request({ method: req.method, target: url.slice(opts.upstream.origin.length), headers, body: init.body as PoolRequest["body"], signal: init.signal! })
+        ? await pool.request({
+            method: req.method,
+            target: url.slice(opts.upstream.origin.length),
+            headers,
+            body: init.body as PoolRequest["body"],
+            signal: init.signal!,
+            activity: watch,
+          })
         : await fetch(url, init);
+      if (watch) watch.moved = true;
     } catch (err) {
       hold?.release();
       if (signal.aborted) throw signal.reason;
+      if (watch?.reason) throw new IdleTimeoutError(watch.reason);
       const reason = describeFetchError(err);
       if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
-      const delayMs = nextDelay();
+      const now = performance.now();
+      giveUpAt ??= now + retry.retryTimeoutMs;
+      if (now >= giveUpAt) return { ok: false, reason: `${reason}; gave up after UPSTREAM_RETRY_TIMEOUT (${formatDuration(retry.retryTimeoutMs)})` };
+      // The last wait ends at the deadline, so the client hears within UPSTREAM_RETRY_TIMEOUT.
+      const delayMs = Math.min(nextDelay(), Math.ceil(giveUpAt - now));
       opts.onRetry?.({ attempt, delayMs, reason });
       await sleep(delayMs, signal);
       continue;
@@ -154,15 +180,25 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
 
 /**
  * Run `done` once when the response's body has been handed to the client in full, has failed,
- * or the client went away (its `signal`), and return the response to send. `done` must be
- * idempotent: more than one of those may fire. A pooled upstream answer says so itself; a fetch
- * body (https upstreams) is watched through a JavaScript stream.
+ * or the client went away (its `signal`), and return the response to send. A pooled upstream
+ * answer says so itself; any other body is watched through a JavaScript stream. `watch` (an LLM
+ * exchange's idle watch) sees the bytes move and, when it fires, cuts the body.
  */
-export function whenBodyDone(res: Response, signal: AbortSignal, done: () => void): Response {
+export function whenBodyDone(res: Response, signal: AbortSignal, done: (end: BodyEnd) => void, watch?: IdleWatch): Response {
   if (onPooledBodyEnd(res, done)) return relayResponse(res);
+  if (res.body === null) {
+    done({ bytes: 0 });
+    return relayResponse(res);
+  }
   // Bun cancels the body when the client leaves; the signal is the second line of defence.
-  signal.addEventListener("abort", done, { once: true });
-  return relayResponse(res, onBodyDone(res.body, done));
+  return relayResponse(res, onBodyDone(res.body, done, { activity: watch, signal: watch?.signalWith(signal) ?? signal }));
+}
+
+export interface BodyWatch {
+  /** Told of every piece read and every write the client took. */
+  activity?: Activity;
+  /** Cuts the body (towards the client too) when it aborts: the client left, or an idle watch fired. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -171,53 +207,89 @@ export function whenBodyDone(res: Response, signal: AbortSignal, done: () => voi
  */
 export function onBodyDone(
   body: ReadableStream<Uint8Array> | null,
-  done: () => void,
+  done: (end: BodyEnd) => void,
+  opts: BodyWatch = {},
 ): ReadableStream<Uint8Array> | null {
-  let called = false;
-  const finish = () => {
-    if (!called) {
-      called = true;
-      done();
-    }
-  };
   if (body === null) {
-    finish();
+    done({ bytes: 0 });
     return null;
   }
+  let called = false;
+  let bytes = 0;
+  const finish = (cut?: BodyEnd["cut"]) => {
+    if (called) return;
+    called = true;
+    opts.signal?.removeEventListener("abort", onAbort);
+    done(cut ? { bytes, cut } : { bytes });
+  };
   const reader = body.getReader();
+  const activity = opts.activity;
+  let sink: DirectController | undefined;
+  // A client that does not read leaves a write pending for ever: the abort cuts it from outside.
+  const onAbort = () => {
+    const reason = opts.signal!.reason;
+    finish({ by: "signal", reason: describe(reason) });
+    reader.cancel(reason).catch(() => {});
+    try {
+      sink?.close(reason);
+    } catch {
+      // Already closed.
+    }
+  };
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
   // Bun's "direct" stream writes straight to the socket: no queue of its own, so it adds far
   // less per open stream than a pull-based wrapper (measured in bench/ with 1,000 open streams).
   const source: DirectSource = {
     type: "direct",
     async pull(c) {
+      sink = c;
       try {
         for (;;) {
           const r = await reader.read();
           if (r.done) break;
+          bytes += r.value.length;
+          if (activity) activity.moved = true;
           // A promise from write means the client is behind: wait for it before reading more.
           const w = c.write(r.value);
-          if (w instanceof Promise) await w;
+          if (w instanceof Promise) {
+            if (activity) activity.clientBlocked = true;
+            await w;
+            if (activity) {
+              activity.clientBlocked = false;
+              activity.moved = true;
+            }
+          }
           // Each upstream chunk goes out at once: an NDJSON line or SSE event must not wait.
           await c.flush();
         }
         finish();
         c.close();
       } catch (err) {
-        finish();
+        finish({ by: opts.signal?.aborted ? "signal" : "upstream", reason: describe(err) });
         c.close(err);
       }
     },
     cancel(reason) {
-      finish();
+      finish({ by: "client", reason: "the client went away" });
       return reader.cancel(reason);
     },
   };
   return new ReadableStream<Uint8Array>(source as unknown as UnderlyingDefaultSource<Uint8Array>);
 }
 
-/** Bun's direct ReadableStream source (not in the DOM typings). */
+function describe(reason: unknown): string {
+  return reason instanceof Error ? reason.message : String(reason);
+}
+
+/** Bun's direct ReadableStream source and controller (not in the DOM typings). */
 interface DirectSource {
   type: "direct";
-  pull(c: { write(chunk: Uint8Array): number | Promise<number>; flush(): number | Promise<number>; close(err?: unknown): void }): Promise<void>;
+  pull(c: DirectController): Promise<void>;
   cancel(reason: unknown): Promise<void>;
+}
+
+interface DirectController {
+  write(chunk: Uint8Array): number | Promise<number>;
+  flush(): number | Promise<number>;
+  close(err?: unknown): void;
 }

@@ -6,6 +6,8 @@
  * connection failure as long as the failed attempt never read a byte of it — the wrapper has a
  * high-water mark of 0, so fetch pulls only once it has a connection to write to.
  */
+import type { IdleWatch } from "./idle-watch.ts";
+
 export interface ReplayableBody {
   /** The body for the next attempt, or undefined when this request has none. */
   next(): BodyInit | undefined;
@@ -20,10 +22,16 @@ export interface ReplayableBody {
 const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
 
 /**
- * `watch` sees the body's bytes the first time they are sent (the attempt's hold is taken by
+ * `watch` (an LLM exchange's idle watch) sees each piece of a streamed body, and its end.
+ * `inspect` sees the body's bytes the first time they are sent (the attempt's hold is taken by
  * then): a buffered body whole, a streamed one chunk by chunk as the upstream pulls it.
  */
-export async function prepareBody(req: Request, bufferLimit: number, watch?: (chunk: Uint8Array) => void): Promise<ReplayableBody> {
+export async function prepareBody(
+  req: Request,
+  bufferLimit: number,
+  watch?: IdleWatch,
+  inspect?: (chunk: Uint8Array) => void,
+): Promise<ReplayableBody> {
   if (req.method === "GET" || req.method === "HEAD") return NO_BODY;
   const declared = Number(req.headers.get("content-length") ?? NaN);
   // Read before touching req.body: that getter alone makes a JavaScript stream for the body.
@@ -32,8 +40,8 @@ export async function prepareBody(req: Request, bufferLimit: number, watch?: (ch
     if (bytes.length === 0) return NO_BODY;
     return {
       next() {
-        watch?.(bytes);
-        watch = undefined;
+        inspect?.(bytes);
+        inspect = undefined;
         return bytes;
       },
       peek: () => bytes,
@@ -42,12 +50,17 @@ export async function prepareBody(req: Request, bufferLimit: number, watch?: (ch
     };
   }
   if (req.body === null) return NO_BODY;
-  return streamingBody(req.body, watch);
+  return streamingBody(req.body, watch, inspect);
 }
 
-function streamingBody(source: ReadableStream<Uint8Array>, watch?: (chunk: Uint8Array) => void): ReplayableBody {
+function streamingBody(
+  source: ReadableStream<Uint8Array>,
+  watch: IdleWatch | undefined,
+  inspect: ((chunk: Uint8Array) => void) | undefined,
+): ReplayableBody {
   const reader = source.getReader();
   let touched = false;
+  if (watch) watch.stage = "request";
   return {
     get replayable() {
       return !touched;
@@ -59,8 +72,12 @@ function streamingBody(source: ReadableStream<Uint8Array>, watch?: (chunk: Uint8
           async pull(c) {
             touched = true;
             const { done, value } = await reader.read();
+            if (watch) {
+              watch.moved = true;
+              if (done) watch.stage = "waiting";
+            }
             if (done) return c.close();
-            watch?.(value);
+            inspect?.(value);
             c.enqueue(value);
           },
           cancel(reason) {

@@ -23,7 +23,38 @@ export interface PoolRequest {
   /** Bytes are sent with a Content-Length; a stream with the client's Content-Length, else chunked. */
   body: Uint8Array | ReadableStream<Uint8Array> | undefined;
   signal: AbortSignal;
+  /** Told of every byte from the upstream and every write the client took (an LLM exchange's idle watch). */
+  activity?: Activity;
 }
+
+/** What a watcher of an exchange's bytes sees (proxy/idle-watch.ts). */
+export interface Activity {
+  /** Set whenever a byte moved; the watcher clears it. */
+  moved: boolean;
+  /** True while a write towards the client waits for the client to read. */
+  clientBlocked: boolean;
+  /** Given the exchange once it runs, so the watcher can end it. */
+  stopper?: Stoppable;
+}
+
+export interface Stoppable {
+  /** End the exchange now, as an abort of its signal would. */
+  stop(reason: Error): void;
+}
+
+/** How a response body ended. */
+export interface BodyEnd {
+  /** Body bytes handed to the client's connection. */
+  bytes: number;
+  /**
+   * Set when the body did not end as the upstream framed it: the upstream broke it off, the client
+   * left, or a signal (the client's, an idle or job timeout) cut the upstream request.
+   */
+  cut?: { by: "upstream" | "client" | "signal"; reason: string };
+}
+
+/** Shared by exchanges nobody watches: stores into it cost the same and mean nothing. */
+const UNWATCHED: Activity = { moved: false, clientBlocked: false };
 
 /** A failure talking to the upstream; `code` says which kind (upstream-errors.ts sorts them). */
 export class UpstreamError extends Error {
@@ -61,22 +92,23 @@ export function poolFor(upstream: URL): Pool {
 
 /** Exchanges whose response body is still streaming, by the Response handed out. */
 const open = new WeakMap<Response, Exchange>();
-/** Responses handed out whole (collected, or without a body). */
-const pooled = new WeakSet<Response>();
+/** Responses handed out whole (collected, or without a body), with their body's size. */
+const pooled = new WeakMap<Response, number>();
 
 /**
  * Run `done` once when the body of `res` has been handed to the client in full, has failed, or
  * the client went away. False when `res` did not come from a pool (the caller must watch its body
  * itself). A response that came whole (collected, or without a body) is done at once.
  */
-export function onPooledBodyEnd(res: Response, done: () => void): boolean {
+export function onPooledBodyEnd(res: Response, done: (end: BodyEnd) => void): boolean {
   const ex = open.get(res);
   if (ex) {
     ex.whenDone(done);
     return true;
   }
-  if (!pooled.has(res)) return false;
-  done();
+  const bytes = pooled.get(res);
+  if (bytes === undefined) return false;
+  done({ bytes });
   return true;
 }
 
@@ -193,10 +225,11 @@ class Conn implements ResponseSink {
   constructor(readonly pool: Pool) {}
 
   exchange(r: PoolRequest): Promise<Response> {
-    const ex = new Exchange(this, r.signal);
+    const ex = new Exchange(this, r.signal, r.activity ?? UNWATCHED);
     this.ex = ex;
     this.reader.expect(r.method === "HEAD");
     ex.send(r);
+    if (r.activity) r.activity.stopper = ex;
     return ex.response;
   }
 
@@ -216,6 +249,7 @@ class Conn implements ResponseSink {
     // Bytes on an idle connection answer nothing we asked: its framing can no longer be trusted.
     if (!ex) return this.terminate();
     ex.gotBytes = true;
+    ex.activity.moved = true;
     try {
       this.reader.feed(bytes);
     } catch (err) {
@@ -309,7 +343,7 @@ interface DirectController {
 }
 
 /** One request and its response on a connection. */
-class Exchange {
+class Exchange implements Stoppable {
   readonly response: Promise<Response>;
   gotBytes = false;
   private resolve!: (r: Response) => void;
@@ -322,7 +356,10 @@ class Exchange {
   private ended = false;
   private error: Error | null = null;
   private endPull: (() => void) | null = null;
-  private doneCallbacks: (() => void) | null = null;
+  private doneCallbacks: ((end: BodyEnd) => void) | null = null;
+  /** Body bytes handed to the client, and why the body ended early (if it did). */
+  private bytesOut = 0;
+  private cut: BodyEnd["cut"];
   private over = false;
   private requestSent = false;
   private readonly onAbort = () => this.abort();
@@ -333,6 +370,7 @@ class Exchange {
   constructor(
     private readonly conn: Conn,
     signal: AbortSignal,
+    readonly activity: Activity,
   ) {
     this.signal = signal;
     this.response = new Promise<Response>((res, rej) => {
@@ -450,20 +488,27 @@ class Exchange {
       this.reject(stale ? new StaleConnection(err) : err);
     } else if (!this.ended) {
       this.error = err;
+      // The request body's own failure (the client's side broke off) is no fault of the upstream.
+      this.cut = { by: err instanceof UpstreamError && err.code === "REQUEST_BODY" ? "client" : "upstream", reason: err.message };
       if (this.ctl) this.closeBody();
     }
     this.finish(false);
   }
 
+  /** The idle watch: ends the exchange like an abort of its signal. */
+  stop(reason: Error): void {
+    this.abort(reason);
+  }
+
   /** The client's signal (or the image job's timeout): the upstream request is cut at once. */
-  private abort(): void {
+  private abort(reason: unknown = this.signal.reason): void {
     if (this.over) return;
-    const reason = this.signal.reason;
     if (!this.settled) {
       this.settled = true;
       this.reject(reason);
     } else if (!this.ended) {
       this.error = reason instanceof Error ? reason : new Error(String(reason));
+      this.cut = { by: "signal", reason: this.error.message };
       if (this.ctl) this.closeBody();
     }
     this.finish(false);
@@ -484,17 +529,23 @@ class Exchange {
 
   /** The client went away mid-body. */
   cancelBody(): void {
+    if (!this.over && !this.ended) this.cut = { by: "client", reason: "the client went away" };
     this.finish(false);
   }
 
-  whenDone(cb: () => void): void {
-    if (this.over) return cb();
+  whenDone(cb: (end: BodyEnd) => void): void {
+    if (this.over) return cb(this.bodyEnd());
     const prev = this.doneCallbacks;
-    this.doneCallbacks = prev ? () => (prev(), cb()) : cb;
+    this.doneCallbacks = prev ? (e) => (prev(e), cb(e)) : cb;
+  }
+
+  private bodyEnd(): BodyEnd {
+    return this.cut ? { bytes: this.bytesOut, cut: this.cut } : { bytes: this.bytesOut };
   }
 
   private deliver(bytes: Uint8Array): void {
     const ctl = this.ctl!;
+    this.bytesOut += bytes.length;
     // Each piece goes out at once (an NDJSON line or SSE event must not wait). When the client is
     // slower than the upstream, Bun's sink answers the write with a promise: the upstream socket
     // is not read until it settles, so TCP pushes back instead of memory filling up.
@@ -503,8 +554,14 @@ class Exchange {
     const wait = w instanceof Promise ? w : f instanceof Promise ? f : undefined;
     if (wait) {
       this.conn.socket.pause();
+      const activity = this.activity;
+      activity.clientBlocked = true;
       wait.then(
-        () => this.conn.closed || this.conn.socket.resume(),
+        () => {
+          activity.clientBlocked = false;
+          activity.moved = true;
+          if (!this.conn.closed) this.conn.socket.resume();
+        },
         () => this.cancelBody(),
       );
     }
@@ -536,7 +593,7 @@ class Exchange {
       this.conn.terminate();
       return undefined;
     }
-    if (!(body instanceof ReadableStream)) pooled.add(res);
+    if (!(body instanceof ReadableStream)) pooled.set(res, body === null ? 0 : (body as Uint8Array).length);
     this.resolve(res);
     return res;
   }
@@ -548,7 +605,7 @@ class Exchange {
     this.conn.finished(this, reusable);
     const cbs = this.doneCallbacks;
     this.doneCallbacks = null;
-    cbs?.();
+    cbs?.(this.bodyEnd());
   }
 }
 

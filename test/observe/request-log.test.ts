@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { createLogger, type LoggerOptions } from "../../src/observe/log.ts";
-import { formatDuration, formatRequestLine, logRequest, statusColor, type RequestLineInfo } from "../../src/observe/request-log.ts";
+import { formatBytes, formatDuration, formatRequestLine, logRequest, statusColor, type RequestLineInfo } from "../../src/observe/request-log.ts";
 
 const CHAT: RequestLineInfo = { method: "POST", path: "/api/chat", listener: "ollama", class: "llm" };
 const T = new Date("2026-12-02T16:01:29.123Z");
@@ -16,6 +16,7 @@ describe("formatRequestLine", () => {
     expect(formatRequestLine("-->", CHAT)).toBe("--> POST /api/chat");
     expect(formatRequestLine("<--", { ...CHAT, status: 200, durationMs: 12.34 })).toBe("<-- 200 POST /api/chat 12.3ms");
     expect(formatRequestLine("<--", { ...CHAT, durationMs: 5 })).toBe("<-- - POST /api/chat 5.0ms");
+    expect(formatRequestLine("<--", { ...CHAT, status: 200, durationMs: 5012, bytes: 12_600 })).toBe("<-- 200 POST /api/chat 5.01s 12.3KiB");
   });
 
   test("colours: cyan incoming; green 1xx-3xx, yellow 4xx and no status, red 5xx", () => {
@@ -29,6 +30,21 @@ describe("formatRequestLine", () => {
     expect(col(500)).toBe("\x1b[31m<");
     expect(col(503)).toBe("\x1b[31m<");
     expect([101, 204, 399, 400, 499, 500, 599].map(statusColor)).toEqual(["green", "green", "green", "yellow", "yellow", "red", "red"]);
+  });
+});
+
+describe("formatBytes", () => {
+  test("units switch at 1 KiB, 1 MiB and 1 GiB", () => {
+    expect([0, 1023, 1024, 12_600, 1024 ** 2 - 1, 1024 ** 2, 8 * 1024 ** 2 + 5000, 1024 ** 3 * 1.5].map(formatBytes)).toEqual([
+      "0B",
+      "1023B",
+      "1.0KiB",
+      "12.3KiB",
+      "1.0MiB",
+      "1.0MiB",
+      "8.0MiB",
+      "1.5GiB",
+    ]);
   });
 });
 
@@ -67,19 +83,20 @@ describe("logRequest", () => {
 
   test("json: no colour even when asked, every part as a field", () => {
     const { logger, lines } = capture({ format: "json", color: true });
-    logRequest(logger, "<--", { method: "POST", path: "/prompt", status: 200, durationMs: 12.3456, listener: "comfy", class: "image" });
+    logRequest(logger, "<--", { method: "POST", path: "/prompt", status: 200, durationMs: 12.3456, bytes: 80, listener: "comfy", class: "image" });
     expect(lines).toHaveLength(1);
     expect(lines[0]).not.toContain("\x1b");
     expect(JSON.parse(lines[0] as string)).toEqual({
       time: "2026-12-02T16:01:29.123Z",
       level: "info",
-      msg: "<-- 200 POST /prompt 12.3ms",
+      msg: "<-- 200 POST /prompt 12.3ms 80B",
       listener: "comfy",
       class: "image",
       method: "POST",
       path: "/prompt",
       status: 200,
       duration_ms: 12.346,
+      bytes: 80,
     });
   });
 

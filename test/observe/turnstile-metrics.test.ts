@@ -4,6 +4,7 @@ import {
   createTurnstileMetrics,
   type LockSnapshot,
 } from "../../src/observe/turnstile-metrics.ts";
+import { IDLE_REASONS } from "../../src/proxy/idle-watch.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../../src/observe/metrics.ts";
 import { parseExposition, sampleValue } from "../support/prom-parse.ts";
 
@@ -50,6 +51,7 @@ describe("turnstile metrics", () => {
       gpu_turnstile_vram_reclaimed_bytes: "gauge",
       gpu_turnstile_requests_total: "counter",
       gpu_turnstile_busy_total: "counter",
+      gpu_turnstile_llm_aborted_total: "counter",
       gpu_turnstile_upstream_up: "gauge",
       gpu_turnstile_upstream_retries_total: "counter",
       gpu_turnstile_build_info: "gauge",
@@ -59,6 +61,7 @@ describe("turnstile metrics", () => {
     for (const outcome of IMAGE_JOB_OUTCOMES) expect(sampleValue(p, "gpu_turnstile_image_jobs_total", { outcome })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_busy_total", { reason: "wait_timeout" })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_busy_total", { reason: "reject" })).toBe(0);
+    for (const reason of IDLE_REASONS) expect(sampleValue(p, "gpu_turnstile_llm_aborted_total", { reason })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_lock_wait_seconds_count", { kind: "llm" })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_lock_wait_seconds_count", { kind: "image" })).toBe(0);
     expect(sampleValue(p, "gpu_turnstile_upstream_up", { upstream: "ollama" })).toBe(0);

@@ -126,6 +126,39 @@ describe("connection refused: retried with backoff until the upstream is back", 
   });
 });
 
+describe("UPSTREAM_RETRY_TIMEOUT: a dead upstream is given up on", () => {
+  test("a chat to an Ollama that never comes back gets a 502 in its dialect after the timeout, and no slot stays held", async () => {
+    const dead = await deadOllama();
+    s = await startStack({ ollama: false, env: { ...BACKOFF, OLLAMA_URL: dead.url, UPSTREAM_RETRY_TIMEOUT: "300ms" } });
+    const t0 = performance.now();
+    const native = await chat(s.t);
+    const waited = performance.now() - t0;
+    expect(native.status).toBe(502);
+    expect(((await native.json()) as { error: string }).error).toContain("gave up after UPSTREAM_RETRY_TIMEOUT (300ms)");
+    // Retried meanwhile, and answered once the timeout ran out (not before it).
+    expect(warnLines(s.t, "ollama upstream unavailable").length).toBeGreaterThanOrEqual(3);
+    expect(waited).toBeGreaterThanOrEqual(290);
+
+    const openai = await fetch(`${s.t.ollamaUrl}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(openai.status).toBe(502);
+    expect(((await openai.json()) as { error: { type: string } }).error.type).toBe("upstream_unreachable");
+    expect(s.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
+  });
+
+  test("an image job whose ComfyUI never comes back gets a 502 and releases the GPU", async () => {
+    const dead = await deadComfy();
+    s = await startStack({ comfy: false, env: { ...BACKOFF, COMFY_URL: dead.url, UPSTREAM_RETRY_TIMEOUT: "300ms" } });
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain("UPSTREAM_RETRY_TIMEOUT");
+    await s.t.settled();
+    expect((await jobCounts(s.t)).upstream_error).toBe(1);
+  });
+});
+
 describe("5xx answers", () => {
   test("a POST answered 500 is passed back and never replayed", async () => {
     s = await startStack({ env: BACKOFF });

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { onBodyDone, targetUrl } from "../../../src/proxy/forward.ts";
+import { onBodyDone, targetUrl, whenBodyDone } from "../../../src/proxy/forward.ts";
+import { IdleTicker, IdleTimeoutError } from "../../../src/proxy/idle-watch.ts";
+import type { BodyEnd } from "../../../src/upstream/h1-pool.ts";
 
 describe("targetUrl", () => {
   test.each([
@@ -126,5 +128,71 @@ describe("onBodyDone", () => {
     await reader.read();
     expect(pulls).toBe(1);
     await reader.cancel();
+  });
+});
+
+describe("onBodyDone: what it reports (the fetch path's request log and idle watch)", () => {
+  test("done hears the bytes handed on, and an upstream error as a cut by the upstream", async () => {
+    const ends: BodyEnd[] = [];
+    const up = upstream();
+    const reader = onBodyDone(up.stream, (e) => ends.push(e))!.getReader();
+    up.ctrl.enqueue(enc.encode("12345"));
+    await reader.read();
+    up.ctrl.error(new Error("connection reset mid-body"));
+    await expect(reader.read()).rejects.toThrow("connection reset mid-body");
+    expect(ends).toEqual([{ bytes: 5, cut: { by: "upstream", reason: "connection reset mid-body" } }]);
+  });
+
+  test("a complete body reports its size and no cut; a client that leaves, a cut by the client", async () => {
+    const ends: BodyEnd[] = [];
+    const whole = onBodyDone(new Response("abcdef").body, (e) => ends.push(e))!;
+    expect(await new Response(whole).text()).toBe("abcdef");
+    const up = upstream();
+    await onBodyDone(up.stream, (e) => ends.push(e))!.cancel("bye");
+    expect(ends).toEqual([{ bytes: 6 }, { bytes: 0, cut: { by: "client", reason: "the client went away" } }]);
+  });
+
+  test("every piece read marks the activity", async () => {
+    const activity = { moved: false, clientBlocked: false };
+    const up = upstream();
+    const reader = onBodyDone(up.stream, () => {}, { activity })!.getReader();
+    up.ctrl.enqueue(enc.encode("a"));
+    await reader.read();
+    expect(activity.moved).toBe(true);
+    activity.moved = false;
+    up.ctrl.enqueue(enc.encode("b"));
+    await reader.read();
+    expect(activity.moved).toBe(true);
+    await reader.cancel();
+  });
+});
+
+describe("whenBodyDone on a fetch body with an idle watch (LLM_IDLE_TIMEOUT on https upstreams)", () => {
+  test("an upstream that goes quiet mid-answer: the watch fires, the slot is released, the client's body is cut", async () => {
+    const ticker = new IdleTicker(1000, false);
+    const fired: string[] = [];
+    const watch = ticker.watch((r) => fired.push(r));
+    let released = 0;
+    const hold = watch.arm({ release: () => void released++ });
+    watch.stage = "response";
+    const up = upstream();
+    const ends: BodyEnd[] = [];
+    const res = whenBodyDone(new Response(up.stream), new AbortController().signal, (e) => (hold.release(), ends.push(e)), watch);
+    const reader = res.body!.getReader();
+    up.ctrl.enqueue(enc.encode("first token"));
+    await reader.read();
+
+    // The bytes kept it alive through the first tick; ten quiet ticks (1 s) end it.
+    ticker.tick();
+    for (let i = 0; i < 9; i++) ticker.tick();
+    expect(fired).toEqual([]);
+    ticker.tick();
+    expect(fired).toEqual(["upstream_stalled"]);
+    expect(released).toBe(1);
+    expect(ticker.size).toBe(0);
+    await expect(reader.read()).rejects.toThrow(IdleTimeoutError);
+    expect(ends).toHaveLength(1);
+    expect(ends[0]!.cut?.by).toBe("signal");
+    expect(up.cancelled).toHaveLength(1);
   });
 });
