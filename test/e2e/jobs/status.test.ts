@@ -148,3 +148,22 @@ test("the /turnstile/ pages sit behind the Host rules: a DNS-rebinding page cann
   }
   expect((await fetch(`${t.ollamaUrl}/turnstile/status`)).status).toBe(200);
 });
+
+test("a chat that is refused, or whose client leaves mid-stream, leaves no entry behind", async () => {
+  stack = await startStack({ ollama: { tokenDelayMs: 50, tokens: 100 }, comfy: { jobMs: 300 }, env: { LLM_BUSY_MODE: "reject" } });
+  const { t } = stack;
+  const leaving = new AbortController();
+  const res = await postJson(`${t.ollamaUrl}/api/chat`, { model: "llama3.2", stream: true, messages: [{ role: "user", content: "hi" }] }, leaving.signal);
+  const reader = res.body!.getReader();
+  await reader.read();
+  expect((await status(t.ollamaUrl)).llm.requests).toHaveLength(1);
+  leaving.abort();
+  await until(async () => (await status(t.ollamaUrl)).llm.requests.length === 0, "the left stream's entry gone");
+
+  const job = submit(t, promptBody(newPromptId()));
+  await until(async () => (await status(t.comfyUrl)).state === "image", "the image job holding the GPU");
+  const refused = await postJson(`${t.ollamaUrl}/api/chat`, { model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] });
+  expect(refused.status).toBe(503);
+  expect((await status(t.ollamaUrl)).llm.requests).toEqual([]);
+  await (await job).text();
+});
