@@ -129,7 +129,7 @@ export class EventHub {
     if (this.#clients.size > 1) return;
     this.#unsubscribe = this.#model.subscribe((e) => this.#broadcast(e));
     this.#tick = setInterval(() => this.#sendHolders(), this.#tickMs);
-    this.#heartbeat = setInterval(() => this.#send(() => ": keep-alive\n\n"), this.#heartbeatMs);
+    this.#heartbeat = setInterval(() => this.#send(": keep-alive\n\n"), this.#heartbeatMs);
     this.#tick.unref();
     this.#heartbeat.unref();
   }
@@ -144,14 +144,14 @@ export class EventHub {
 
   #broadcast(e: StatusEvent): void {
     const text = sse(e.type, JSON.stringify(e.data));
-    this.#send(() => text);
+    this.#send(text);
     // A state change moves holders too: tell readers now, not at the next tick.
     if (e.type === "state") this.#sendHolders();
   }
 
-  #send(chunk: (c: Client) => string): void {
+  #send(chunk: string): void {
     for (const c of this.#clients) {
-      c.push(chunk(c));
+      c.push(chunk);
       if (c.queued > this.#maxQueued) {
         this.#onDrop(c.queued);
         this.#remove(c);
