@@ -6,6 +6,8 @@
 #   wine64, gcc-mingw-w64-x86-64-win32       test/service/wine-smoke.test.ts: the Windows exe as a
 #                                            service under wine (~200 MB download, ~1 min; mingw
 #                                            builds the stub bcryptprimitives.dll wine 8 lacks)
+#   chromium                                 test/status/page-browser.test.ts: the status page in a
+#                                            real headless browser, and its screenshot
 set -u
 export DEBIAN_FRONTEND=noninteractive
 
@@ -13,6 +15,7 @@ groups=()
 command -v systemd-analyze >/dev/null || groups+=("systemd")
 { [[ -x /usr/lib/wine/wine64 ]] || command -v wine64 >/dev/null; } && command -v x86_64-w64-mingw32-gcc >/dev/null ||
   groups+=("wine64 gcc-mingw-w64-x86-64-win32")
+[[ -x /usr/bin/chromium ]] || groups+=("chromium")
 
 if ((${#groups[@]})); then
   if apt-get update -qq; then

@@ -25,6 +25,9 @@ import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./proxy/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./upstream/health.ts";
+import { EventHub } from "./status/events.ts";
+import { StatusModel } from "./status/model.ts";
+import { statusRoutes } from "./status/routes.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -44,6 +47,8 @@ export interface Turnstile {
   readonly lock: GpuLock;
   readonly tracker: JobTracker;
   readonly metrics: TurnstileMetrics;
+  /** What /turnstile/status shows. */
+  readonly status: StatusModel;
   readonly listeners: BoundListener[];
   listener(name: Listener): BoundListener | undefined;
   health(): HealthBody;
@@ -121,6 +126,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version });
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
+  const status = new StatusModel({ version: opts.version, lock, upstreams });
+  lock.onEvent((e) => status.onLock(e));
+  const hub = new EventHub({
+    model: status,
+    onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
+  });
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
@@ -156,9 +167,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     idle: config.llmIdleTimeoutMs > 0 ? new IdleTicker(config.llmIdleTimeoutMs) : undefined,
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
+    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken }),
+    llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 
-  const emitJob = withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), opts.onJobEvent);
+  const emitJob = withExtra(
+    withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)),
+    opts.onJobEvent,
+  );
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e })),
@@ -239,18 +255,23 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       });
     });
 
+  const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,
     comfy,
     timeoutMs: config.probeTimeoutMs,
     intervalMs: config.healthIntervalMs,
-    report: withHealth(upstreamHealth, upstreamHealthLogger(log, metrics)),
+    report: withHealth(upstreamHealth, (u, up, detail) => {
+      upstreamLog(u, up, detail);
+      status.onUpstream(u, up, detail);
+    }),
   });
 
   return {
     lock,
     tracker,
     metrics,
+    status,
     listeners: bound,
     listener: (name) => bound.find((b) => b.name === name),
     health,
@@ -266,6 +287,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      hub.closeAll();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });
       }

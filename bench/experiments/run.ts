@@ -5,6 +5,7 @@
  *   npx bun bench/experiments/run.ts memory       RSS with 1,000 open streams: turnstile in wait / reject mode, variants
  *   npx bun bench/experiments/run.ts profile      CPU profile of the turnstile under c=16 small-JSON load
  *   npx bun bench/experiments/run.ts startup      where the compiled binary's start-up time goes
+ *   npx bun bench/experiments/run.ts dashboards   CPU per small chat and RSS with 0 and 100 /turnstile/events readers
  *
  * Same processes and rules as the benchmark: loopback only, every loop bounded.
  */
@@ -112,6 +113,51 @@ async function memory(): Promise<void> {
   await up.stop();
 }
 
+/**
+ * The status tracking's share of a small LLM request, and what open status pages cost: CPU per
+ * non-streamed chat (each one a state change, so every reader gets events) and RSS, first with no
+ * reader of /turnstile/events, then with 100.
+ */
+async function dashboards(): Promise<void> {
+  const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 0, tokens: 1 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
+  const t = await startTurnstileProc({ cmd: [BUN, "src/main.ts"], cwd: ROOT, ollama: { name: "up", url: up.urls["ollama.main"]! }, dir: OUT, logFile: join(OUT, "turnstile.log"), presetFetchLimit: true });
+  const url = t.urls.up!;
+  const wrk = findWrk();
+  const body = JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] });
+  const chats = async () => {
+    await runLoad({ url: `${url}/api/chat`, connections: 16, seconds: 1, method: "POST", body, contentType: "application/json" }, wrk);
+    const c0 = treeCpuMs(t.servingPid);
+    const res = await runLoad({ url: `${url}/api/chat`, connections: 16, seconds: 4, method: "POST", body, contentType: "application/json" }, wrk);
+    return { rps: res.rps, cpuUs: ((treeCpuMs(t.servingPid) - c0) * 1000) / res.requests };
+  };
+  const mib = (m?: Memory) => (m ? (m.rssKiB / 1024).toFixed(1) : "n/a");
+  await Bun.sleep(1000);
+  const idle = t.memory();
+  const without = await chats();
+  await Bun.sleep(1000);
+  const loaded = t.memory();
+  note(`no readers:   RSS idle ${mib(idle)} MiB, after the chats ${mib(loaded)} MiB; small chats ${Math.round(without.rps)} req/s, CPU ${without.cpuUs.toFixed(0)} µs/req`);
+  const stop = new AbortController();
+  const readers = await Promise.all(
+    Array.from({ length: 100 }, async () => {
+      const res = await fetch(`${url}/turnstile/events`, { signal: stop.signal });
+      const reader = res.body!.getReader();
+      void (async () => {
+        while (!(await reader.read().catch(() => ({ done: true }))).done);
+      })();
+    }),
+  );
+  await Bun.sleep(1000);
+  const open = t.memory();
+  const withReaders = await chats();
+  await Bun.sleep(1000);
+  note(`100 readers:  RSS ${mib(open)} MiB (+${(((open?.rssKiB ?? 0) - (loaded?.rssKiB ?? 0)) / 100).toFixed(1)} KiB per reader), after the chats ${mib(t.memory())} MiB; small chats ${Math.round(withReaders.rps)} req/s, CPU ${withReaders.cpuUs.toFixed(0)} µs/req`);
+  stop.abort();
+  void readers;
+  await t.stop();
+  await up.stop();
+}
+
 async function profile(): Promise<void> {
   const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
   const dir = join(OUT, "profile");
@@ -169,6 +215,7 @@ try {
   else if (cmd === "memory") await memory();
   else if (cmd === "profile") await profile();
   else if (cmd === "startup") await startup();
+  else if (cmd === "dashboards") await dashboards();
   else note(`unknown experiment ${cmd}`);
 } finally {
   await stopAll();

@@ -4,7 +4,7 @@
  * `--force-update`, `--version`, the legacy `service install|remove`, and `help [command]`. Pure,
  * so every spelling is tested without running anything.
  */
-export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo", "config"] as const;
+export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo", "config", "status"] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 const FLAG_COMMANDS: Record<string, CommandName> = {
@@ -36,6 +36,12 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
   "force-update": [
     { name: "config", value: true },
     { name: "elevated-log", value: true, hidden: true },
+  ],
+  status: [
+    { name: "config", value: true },
+    { name: "url", value: true },
+    { name: "json", value: false },
+    { name: "watch", value: false },
   ],
   demo: [
     { name: "once", value: false },

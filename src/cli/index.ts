@@ -69,6 +69,22 @@ const commands: Record<CommandName, CommandDef<any>> = {
       });
     },
   }),
+  status: defineCommand({
+    meta: { name: "status", description: "Show the running turnstile's GPU state, holders, waiters, image job and upstreams" },
+    args: {
+      config: configArg,
+      url: { type: "string", description: "the instance to ask (default: from the config's LISTEN_*)", valueHint: "http://host:port" },
+      json: { type: "boolean", description: "print the raw /turnstile/status document (with --watch: one JSON event per line)" },
+      watch: { type: "boolean", description: "follow the events until Ctrl-C" },
+    },
+    async run({ args }) {
+      const { statusCommand } = await import("./status.ts");
+      // Ctrl-C ends --watch quietly; without --watch it stays the usual interrupt.
+      const stop = new AbortController();
+      if (args.watch === true) process.once("SIGINT", () => stop.abort());
+      process.exitCode = await statusCommand({ configPath: args.config, url: args.url, json: args.json === true, watch: args.watch === true, signal: stop.signal });
+    },
+  }),
   demo: defineCommand({
     meta: { name: "demo", description: "Watch it work: simulated Ollama and ComfyUI sharing one simulated GPU" },
     args: {

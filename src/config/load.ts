@@ -159,7 +159,10 @@ export function buildConfig(input: BuildInput): { config: Config; warnings: stri
     const text = def.kind === "string" ? r.raw : r.raw.trim();
     const parsed = text === "" && r.origin.from === "default" ? { ok: true as const, value: "" } : parseSetting(def, text);
     if (parsed.ok) values.set(def.field, parsed.value);
-    else problems.push(`${where(r.origin, file)}${r.origin.key}: ${parsed.message}, got ${JSON.stringify(r.raw)}`);
+    else {
+      const got = def.secret ? `a value of ${r.raw.length} characters` : JSON.stringify(r.raw);
+      problems.push(`${where(r.origin, file)}${r.origin.key}: ${parsed.message}, got ${got}`);
+    }
   }
 
   if (problems.length === 0) {
@@ -291,6 +294,7 @@ export function describeConfig(config: Config): string[] {
 }
 
 function displayValue(def: SettingDef, value: Config[keyof Config]): string {
+  if (def.secret) return value === "" ? "" : "***";
   if (def.kind === "duration" && typeof value === "number") return formatDuration(value);
   if (def.kind === "url" && typeof value === "string") return redactUrl(value);
   return String(value);

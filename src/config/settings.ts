@@ -44,6 +44,8 @@ export interface SettingDef {
   readonly pattern?: RegExp;
   /** string: what `pattern` expects, for the error message */
   readonly expected?: string;
+  /** a credential: masked in the startup description, never logged */
+  readonly secret?: boolean;
   /** one line for the sample config, README and SPEC */
   readonly doc: string;
 }
@@ -285,6 +287,17 @@ export const SETTINGS: readonly SettingDef[] = [
     min: 0,
     max: 1 << 30,
     doc: "Request bodies up to this many bytes with a Content-Length are buffered so a 5xx can be replayed; larger or chunked ones stream and are never replayed; 0 = never buffer.",
+  },
+  {
+    key: "ADMIN_TOKEN",
+    field: "adminToken",
+    default: "",
+    defaultDoc: "_(empty = loopback only)_",
+    kind: "string",
+    secret: true,
+    pattern: /^[\x21-\x7e]{16,}$/,
+    expected: "at least 16 printable characters without spaces",
+    doc: "Bearer token that lets clients other than loopback see client addresses under /turnstile/ (and steer the GPU); a wrong token is refused even from loopback.",
   },
   {
     key: "AUTO_UPDATE",

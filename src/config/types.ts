@@ -43,6 +43,8 @@ export interface Config {
   updateIntervalMs: number;
   updateRepo: string;
   updateAsset: string;
+  /** "" = only loopback clients are trusted */
+  adminToken: string;
   appVer: string;
   cfgVer: string;
 }

@@ -39,6 +39,18 @@ export interface RequestObserver {
   upstreamFailed(listener: Listener, r: { method: string; path: string; reason: string }): void;
 }
 
+/**
+ * Follows each LLM request for the status API: `start` on arrival, `admitted` once it holds a GPU
+ * slot, `end` (idempotent) when it is over. Called on every LLM request, so it must stay cheap.
+ */
+export interface LlmTracker<T = unknown> {
+  start(path: string, clientIp: string | undefined): T;
+  admitted(t: T): void;
+  /** The buffered request body, when there is one (to read the model from). */
+  body(t: T, bytes: Uint8Array): void;
+  end(t: T): void;
+}
+
 /** An upstream as the last health probe found it; `disabled` when its URL is empty. */
 export type UpstreamHealth = "up" | "down" | "disabled";
 
@@ -66,6 +78,9 @@ export interface ListenerAppDeps {
   hostAllowed: (host: string) => boolean;
   /** LLM_IDLE_TIMEOUT's clock; absent when it is 0 (no limit). */
   idle?: IdleTicker;
+  /** Answers everything under /turnstile/ (status API, event stream, page). */
+  turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
+  llmTracker?: LlmTracker;
 }
 
 type Info = Parameters<RequestObserver["start"]>[0];
@@ -88,6 +103,11 @@ export interface ListenerApp {
 
 /** The two paths the turnstile answers itself; everything else belongs to the upstream. */
 export const INTERNAL_PATHS: ReadonlySet<string> = new Set(["/healthz", "/metrics"]);
+
+/** The turnstile's own pages (status, events, page) live under this; neither Ollama nor ComfyUI uses it. */
+export function isTurnstilePath(path: string): boolean {
+  return path.startsWith("/turnstile") && (path.length === 10 || path.charCodeAt(10) === 47 /* "/" */);
+}
 
 export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   const app = new Hono<AppEnv>();
@@ -116,6 +136,11 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const door = admit(req, deps.hostAllowed);
     if (!door.ok) return refused(req, "pass", door.reply);
     const { url } = door;
+    // After the door, not before: the Host rules guard these pages (DNS rebinding) like the proxy.
+    if (deps.turnstile && isTurnstilePath(door.routed)) {
+      counted(url.pathname);
+      return deps.turnstile(req, clientIp);
+    }
     const cls = classify(listener, req.method, door.routed);
     const t0 = performance.now();
     const info = { listener, method: req.method, path: url.pathname, class: cls };
@@ -194,7 +219,11 @@ async function proxyPass(req: Request, url: URL, clientIp: string | undefined, d
 async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
   const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
-  const admitSlot = () => admitLLM(deps.lock, deps.busy, req.signal);
+  const tracker = deps.llmTracker;
+  const tracked = tracker?.start(url.pathname, clientIp);
+  const admitSlot = tracker
+    ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(tracked), h))
+    : () => admitLLM(deps.lock, deps.busy, req.signal);
   let result;
   try {
     result = await forward(req, {
@@ -207,8 +236,10 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
       watchBody: deps.watchLlmBody?.(),
       onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
       watch,
+      onBody: tracker && ((b) => tracker.body(tracked, b)),
     });
   } catch (err) {
+    tracker?.end(tracked);
     if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
     if (!(err instanceof GpuBusyError)) throw err;
     deps.observer.busy(err.reason);
@@ -222,9 +253,23 @@ async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, de
     });
     return answered(busy, req.signal, deps.observer, info, t0);
   }
-  if (!result.ok) return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
+  if (!result.ok) {
+    tracker?.end(tracked);
+    return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
+  }
   if (watch) watch.stage = "response";
-  return answered(result.response, req.signal, deps.observer, info, t0, result.hold, watch);
+  return answered(result.response, req.signal, deps.observer, info, t0, trackedHold(result.hold!, tracker, tracked), watch);
+}
+
+/** The hold, ending the request's entry in the status model when it is released. */
+function trackedHold(hold: Hold, tracker: LlmTracker | undefined, tracked: unknown): Hold {
+  if (!tracker) return hold;
+  return {
+    release() {
+      hold.release();
+      tracker.end(tracked);
+    },
+  };
 }
 
 /** The exchange's idle watch, made outside proxyLLM's scope so the open stream does not keep the request alive. */

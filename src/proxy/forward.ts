@@ -55,6 +55,11 @@ export interface ForwardOptions {
   /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
   watchBody?: (chunk: Uint8Array) => void;
   /**
+   * Shown a buffered body (small, with a Content-Length) at once, before any hold is taken: the
+   * status page names the model of a request that is still waiting. Never a copy.
+   */
+  onBody?: (bytes: Uint8Array) => void;
+  /**
    * An LLM exchange's idle watch: it sees the bytes move, it cuts the upstream request when it
    * fires, and when that was before the answer started, forward() rejects with IdleTimeoutError.
    */
@@ -91,6 +96,10 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
   const { watch } = opts;
   const body = await prepareBody(req, retry.retryBodyLimit, watch, opts.watchBody);
+  if (opts.onBody && body.buffered) {
+    const bytes = body.peek?.();
+    if (bytes) opts.onBody(bytes);
+  }
   // Made on the first retry only: almost every request never needs one.
   let delays: (() => number) | undefined;
   const nextDelay = () => (delays ??= backoffDelays(retry.backoffInitialMs, retry.backoffMaxMs))();

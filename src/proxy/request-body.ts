@@ -15,6 +15,8 @@ export interface ReplayableBody {
   readonly replayable: boolean;
   /** True when the body is held in memory (so even a 5xx may be replayed for idempotent methods). */
   readonly buffered: boolean;
+  /** The buffered bytes, without sending them (and without telling `watch`). */
+  peek?(): Uint8Array;
 }
 
 const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
@@ -42,6 +44,7 @@ export async function prepareBody(
         inspect = undefined;
         return bytes;
       },
+      peek: () => bytes,
       replayable: true,
       buffered: true,
     };

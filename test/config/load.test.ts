@@ -274,7 +274,8 @@ describe("errors name the key, and file:line for a value from the file", () => {
       const text = `# first\n${URL_ONLY.replace("OLLAMA_URL", def.key === "OLLAMA_URL" ? "COMFY_URL" : "OLLAMA_URL")}${def.key}=${bad}\n`;
       const fromFile = configError(() => load({ files: { [BESIDE]: text } }));
       expect(fromFile.message).toStartWith(`config error: ${BESIDE}:3: ${def.key}: `);
-      expect(fromFile.message).toEndWith(`, got ${JSON.stringify(bad)}`);
+      // A secret's value is never echoed, only its length.
+      expect(fromFile.message).toEndWith(def.secret ? `, got a value of ${bad.length} characters` : `, got ${JSON.stringify(bad)}`);
       const fromEnv = configError(() => load({ env: { COMFY_URL: "http://127.0.0.1:8189", [def.key]: bad } }));
       expect(fromEnv.message).toStartWith(`config error: environment: ${def.key}: `);
     });
@@ -391,6 +392,7 @@ describe("describeConfig", () => {
       "UPSTREAM_RETRY_TIMEOUT=2m0s",
       "PROMPT_CAPTURE_LIMIT=65536",
       "RETRY_BODY_LIMIT=262144",
+      "ADMIN_TOKEN=",
       "AUTO_UPDATE=true",
       "UPDATE_INTERVAL=6h0m0s",
       "UPDATE_REPO=https://git.rambossek.at/PUBLIC/gpu-turnstile",
@@ -408,6 +410,15 @@ describe("describeConfig", () => {
     expect(describeConfig(token.config)).toContain("OLLAMA_URL=http://***@gpu.lan:11435");
     expect(lines).toContain("COMFY_URL=http://gpu.lan:8189");
     expect(lines.join("\n")).not.toContain("w0rd");
+  });
+
+  test("ADMIN_TOKEN is shown as *** when set, and never in full", () => {
+    const token = "t0ken-that-must-not-leak-42";
+    const { config } = load({ env: { OLLAMA_URL: "http://127.0.0.1:11435", ADMIN_TOKEN: token } });
+    expect(config.adminToken).toBe(token);
+    const lines = describeConfig(config);
+    expect(lines).toContain("ADMIN_TOKEN=***");
+    expect(lines.join("\n")).not.toContain(token);
   });
 
   test("a config error quoting a URL masks its credentials", () => {

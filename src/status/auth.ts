@@ -1,0 +1,73 @@
+/**
+ * Who may steer the GPU and see client addresses (SPEC "Status API", authorisation):
+ * - a request that carries `Authorization: Bearer <token>` is judged by the token alone: the
+ *   admin token passes from anywhere, any other token is refused — from loopback too, so a
+ *   script with a stale token fails loudly instead of working by accident on one machine;
+ * - without a token, loopback clients (127.0.0.0/8, ::1, ::ffff:127.x) pass;
+ * - everyone else is refused.
+ * Pure: the listener hands in the peer address it saw.
+ */
+import { timingSafeEqual } from "node:crypto";
+
+export type Authorisation =
+  | { ok: true; via: "loopback" | "token" }
+  | { ok: false; reason: string };
+
+export function authorise(clientAddress: string | undefined, authorization: string | null, adminToken: string): Authorisation {
+  const token = bearerToken(authorization);
+  if (token !== undefined) {
+    if (adminToken === "") return { ok: false, reason: "a bearer token was sent, but no ADMIN_TOKEN is set" };
+    if (!sameSecret(token, adminToken)) return { ok: false, reason: "wrong admin token" };
+    return { ok: true, via: "token" };
+  }
+  if (clientAddress !== undefined && isLoopback(clientAddress)) return { ok: true, via: "loopback" };
+  return {
+    ok: false,
+    reason: adminToken === "" ? "only loopback clients may do this (set ADMIN_TOKEN to allow others)" : "this needs Authorization: Bearer <ADMIN_TOKEN>",
+  };
+}
+
+/** The 403 body for a refusal, in JSON like every answer under /turnstile/. */
+export function forbidden(a: { reason: string }): Response {
+  return Response.json({ error: `gpu-turnstile: forbidden: ${a.reason}` }, { status: 403 });
+}
+
+/** The token of `Bearer <token>` (scheme case-insensitive, RFC 9110 §11.1); other schemes are not ours. */
+function bearerToken(header: string | null): string | undefined {
+  if (header === null) return undefined;
+  const m = /^\s*bearer\s+(\S+)\s*$/i.exec(header);
+  return m ? m[1] : undefined;
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  // Length is not secret enough to matter here, and timingSafeEqual needs equal lengths.
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** Every address of the loopback network, in the forms Bun reports a peer as. */
+export function isLoopback(address: string): boolean {
+  let a = address.toLowerCase();
+  const zone = a.indexOf("%");
+  if (zone >= 0) a = a.slice(0, zone);
+  if (a === "::1" || a === "0:0:0:0:0:0:0:1") return true;
+  // IPv4-mapped IPv6 (a dual-stack listener reports IPv4 peers this way).
+  for (const prefix of ["::ffff:", "0:0:0:0:0:ffff:"]) {
+    if (a.startsWith(prefix)) {
+      const rest = a.slice(prefix.length);
+      if (rest.includes(".")) return isLoopbackV4(rest);
+      // ::ffff:7f00:1 — the same address written in hex.
+      const m = /^([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(rest);
+      return m !== null && parseInt(m[1]!, 16) >> 8 === 127;
+    }
+  }
+  return isLoopbackV4(a);
+}
+
+function isLoopbackV4(a: string): boolean {
+  const parts = a.split(".");
+  if (parts.length !== 4) return false;
+  const octets = parts.map((p) => (/^[0-9]{1,3}$/.test(p) ? Number(p) : NaN));
+  return octets.every((n) => n >= 0 && n <= 255) && octets[0] === 127;
+}

@@ -1,0 +1,192 @@
+/**
+ * GET /turnstile/events: Server-Sent Events (WHATWG HTML §9.2). The first event is a full
+ * `status` snapshot; then `state`, `job` and `upstream` as they happen, and `holders` (who holds
+ * and who waits) at most once per tick when it changed — per-request events would cost every
+ * chat request a JSON encoding for every open page.
+ *
+ * A reader that falls behind never slows anything else: events are encoded once, appended to a
+ * bounded per-client queue, and a client whose queue passes the bound is dropped and closed.
+ */
+import type { StatusEvent, StatusModel } from "./model.ts";
+
+export interface EventHubOptions {
+  model: StatusModel;
+  /** A client with more than this many bytes not yet written is dropped. */
+  maxQueuedBytes?: number;
+  /** How often `holders` is checked for changes. */
+  tickMs?: number;
+  /** A comment line this often keeps idle connections (and proxies in between) open. */
+  heartbeatMs?: number;
+  /** Told when a client is dropped for falling behind. */
+  onDrop?: (queuedBytes: number) => void;
+}
+
+const DEFAULT_MAX_QUEUED = 256 * 1024;
+
+class Client {
+  readonly queue: string[] = [];
+  queued = 0;
+  closed = false;
+  lastHolders = "";
+  wake: (() => void) | undefined;
+  constructor(readonly withClients: boolean) {}
+
+  push(chunk: string): void {
+    this.queue.push(chunk);
+    this.queued += chunk.length;
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.queue.length = 0;
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+}
+
+export class EventHub {
+  readonly #model: StatusModel;
+  readonly #maxQueued: number;
+  readonly #tickMs: number;
+  readonly #heartbeatMs: number;
+  readonly #onDrop: (queuedBytes: number) => void;
+  readonly #clients = new Set<Client>();
+  #unsubscribe: (() => void) | undefined;
+  #tick: ReturnType<typeof setInterval> | undefined;
+  #heartbeat: ReturnType<typeof setInterval> | undefined;
+
+  constructor(opts: EventHubOptions) {
+    this.#model = opts.model;
+    this.#maxQueued = opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED;
+    this.#tickMs = opts.tickMs ?? 1000;
+    this.#heartbeatMs = opts.heartbeatMs ?? 15_000;
+    this.#onDrop = opts.onDrop ?? (() => {});
+  }
+
+  get size(): number {
+    return this.#clients.size;
+  }
+
+  /** The SSE response for one reader; it ends when the reader goes away or is dropped. */
+  connect(withClients: boolean, signal: AbortSignal): Response {
+    const client = new Client(withClients);
+    client.push(sse("status", JSON.stringify(this.#model.snapshot(withClients))));
+    client.lastHolders = JSON.stringify(this.#model.holders(withClients));
+    this.#add(client);
+    signal.addEventListener("abort", () => this.#remove(client), { once: true });
+    const hub = this;
+    // Bun's "direct" stream writes straight to the socket; a promise from write means the reader
+    // is behind, and while we wait on it new events only grow this client's bounded queue.
+    const source: DirectSource = {
+      type: "direct",
+      async pull(c) {
+        try {
+          while (!client.closed) {
+            if (client.queue.length === 0) {
+              await new Promise<void>((r) => (client.wake = r));
+              continue;
+            }
+            const chunk = client.queue.length === 1 ? client.queue[0]! : client.queue.join("");
+            client.queue.length = 0;
+            const w = c.write(chunk);
+            if (w instanceof Promise) await w;
+            client.queued -= chunk.length;
+            const f = c.flush();
+            if (f instanceof Promise) await f;
+          }
+        } catch {
+          // The reader went away mid-write.
+        } finally {
+          hub.#remove(client);
+          c.close();
+        }
+      },
+      cancel() {
+        hub.#remove(client);
+      },
+    };
+    return new Response(new ReadableStream(source as unknown as UnderlyingDefaultSource<Uint8Array>), {
+      headers: {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache",
+        // Tells nginx not to buffer the stream (a common reverse proxy in front of a home lab).
+        "x-accel-buffering": "no",
+      },
+    });
+  }
+
+  /** Ends every stream (shutdown). */
+  closeAll(): void {
+    for (const c of [...this.#clients]) this.#remove(c);
+  }
+
+  #add(client: Client): void {
+    this.#clients.add(client);
+    if (this.#clients.size > 1) return;
+    this.#unsubscribe = this.#model.subscribe((e) => this.#broadcast(e));
+    this.#tick = setInterval(() => this.#sendHolders(), this.#tickMs);
+    this.#heartbeat = setInterval(() => this.#send(": keep-alive\n\n"), this.#heartbeatMs);
+    this.#tick.unref();
+    this.#heartbeat.unref();
+  }
+
+  #remove(client: Client): void {
+    client.close();
+    if (!this.#clients.delete(client) || this.#clients.size > 0) return;
+    this.#unsubscribe?.();
+    clearInterval(this.#tick);
+    clearInterval(this.#heartbeat);
+  }
+
+  #broadcast(e: StatusEvent): void {
+    const text = sse(e.type, JSON.stringify(e.data));
+    this.#send(text);
+    // A state change moves holders too: tell readers now, not at the next tick.
+    if (e.type === "state") this.#sendHolders();
+  }
+
+  #send(chunk: string): void {
+    for (const c of this.#clients) {
+      c.push(chunk);
+      if (c.queued > this.#maxQueued) {
+        this.#onDrop(c.queued);
+        this.#remove(c);
+      }
+    }
+  }
+
+  /**
+   * `holders` to each reader whose view changed since the last one it got. Compared as text,
+   * once per tick while a reader is connected: the image queue has no event of its own.
+   */
+  #sendHolders(): void {
+    const views = new Map<boolean, string>();
+    const now = Date.now();
+    for (const c of [...this.#clients]) {
+      let view = views.get(c.withClients);
+      if (view === undefined) views.set(c.withClients, (view = JSON.stringify(this.#model.holders(c.withClients))));
+      if (view === c.lastHolders) continue;
+      c.lastHolders = view;
+      c.push(sse("holders", `{"now":${now},${view.slice(1)}`));
+      if (c.queued > this.#maxQueued) {
+        this.#onDrop(c.queued);
+        this.#remove(c);
+      }
+    }
+  }
+}
+
+function sse(event: string, data: string): string {
+  return `event: ${event}\ndata: ${data}\n\n`;
+}
+
+/** Bun's direct ReadableStream source (not in the DOM typings). */
+interface DirectSource {
+  type: "direct";
+  pull(c: { write(chunk: string | Uint8Array): number | Promise<number>; flush(): number | Promise<number>; close(err?: unknown): void }): Promise<void>;
+  cancel(reason: unknown): void;
+}
