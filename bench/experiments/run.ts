@@ -5,6 +5,9 @@
  *   npx bun bench/experiments/run.ts memory       RSS with 1,000 open streams: turnstile in wait / reject mode, variants
  *   npx bun bench/experiments/run.ts profile      CPU profile of the turnstile under c=16 small-JSON load
  *   npx bun bench/experiments/run.ts startup      where the compiled binary's start-up time goes
+ *   npx bun bench/experiments/run.ts ab DIR [DIR2] [N]   CPU per request at c=16: the turnstile in DIR (a copy
+ *                                                 of an older commit, e.g. `git archive`) against DIR2 (default:
+ *                                                 this checkout) and one-worker nginx, N alternating rounds (default 5)
  *
  * Same processes and rules as the benchmark: loopback only, every loop bounded.
  */
@@ -140,6 +143,45 @@ async function profile(): Promise<void> {
   if (md) note(readFileSync(join(dir, md), "utf8").split("\n").slice(0, 80).join("\n"));
 }
 
+/** Before/after in one run: the same load, the subjects taking turns, CPU µs per request per round. */
+async function ab(): Promise<void> {
+  const base = resolve(process.argv[3] ?? "");
+  if (!existsSync(join(base, "src", "main.ts"))) throw new Error(`ab: ${base} holds no src/main.ts`);
+  const after = resolve(process.argv[4] ?? ROOT);
+  const rounds = Number(process.argv[5] ?? 5);
+  const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
+  const upstream = up.urls["ollama.main"]!;
+  const subjects: [string, string, () => Promise<void>, number][] = [];
+  const nginx = findNginx();
+  if (nginx) {
+    const ng1 = await startNginx(nginx, join(OUT, "nginx1"), [{ name: "up", upstream }], { workers: 1, keepalive: 64 });
+    subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
+  }
+  for (const [name, dir] of [["before", base], ["after", after]] as const) {
+    const t = await startTurnstileProc({ cmd: [BUN, join(dir, "src/main.ts")], cwd: dir, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, `turnstile-${name}.log`), presetFetchLimit: false });
+    subjects.push([`turnstile ${name}`, t.urls.up!, () => t.stop(), t.servingPid]);
+  }
+  const wrk = findWrk();
+  const cpu = new Map<string, number[]>();
+  const rps = new Map<string, number[]>();
+  for (const [, url] of subjects) await runLoad({ url: `${url}/api/tags`, connections: 16, seconds: 2 }, wrk);
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, url, , pid] of subjects) {
+      const c0 = treeCpuMs(pid);
+      const res = await runLoad({ url: `${url}/api/tags`, connections: 16, seconds: 3 }, wrk);
+      cpu.set(name, [...(cpu.get(name) ?? []), ((treeCpuMs(pid) - c0) * 1000) / res.requests]);
+      rps.set(name, [...(rps.get(name) ?? []), res.rps]);
+    }
+  }
+  note(`c=16, GET /api/tags, ${rounds} rounds × 3 s, subjects taking turns`);
+  for (const [name] of subjects) {
+    const c = cpu.get(name)!;
+    note(`  ${name.padEnd(18)} CPU median ${median(c).toFixed(1)} µs/req (${Math.min(...c).toFixed(1)}–${Math.max(...c).toFixed(1)})  ${Math.round(median(rps.get(name)!))} req/s (${rps.get(name)!.map((x) => Math.round(x)).join(", ")})`);
+  }
+  for (const [, , stop] of subjects) await stop();
+  await up.stop();
+}
+
 async function startup(): Promise<void> {
   // Time to import the modules `run` needs, from source, in a fresh process each.
   const script = join(OUT, "import-time.ts");
@@ -169,6 +211,7 @@ try {
   else if (cmd === "memory") await memory();
   else if (cmd === "profile") await profile();
   else if (cmd === "startup") await startup();
+  else if (cmd === "ab") await ab();
   else note(`unknown experiment ${cmd}`);
 } finally {
   await stopAll();

@@ -79,6 +79,15 @@ const COALESCE_LIMIT = 16 * 1024;
 const BODY_EXPECTED = new Set(["POST", "PUT", "PATCH"]);
 
 const pools = new Map<string, Pool>();
+/** The pool per upstream URL object, or null for one that is not http: (the proxy asks on every request). */
+const byUrl = new WeakMap<URL, Pool | null>();
+
+/** poolFor() for an http: upstream, undefined for any other scheme; remembered per URL object. */
+export function pooledUpstream(upstream: URL): Pool | undefined {
+  let p = byUrl.get(upstream);
+  if (p === undefined) byUrl.set(upstream, (p = upstream.protocol === "http:" ? poolFor(upstream) : null));
+  return p ?? undefined;
+}
 
 /** The pool for an http: upstream (one per host and port, like fetch's). */
 export function poolFor(upstream: URL): Pool {
