@@ -7,7 +7,7 @@
  */
 import { formatDuration } from "../config/duration.ts";
 import { backoffDelays, sleep } from "./backoff.ts";
-import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
+import { clientResponseHeaders, hasHopByHop, upstreamRequestHead, upstreamRequestHeaders } from "./headers.ts";
 import { joinUrl } from "../upstream/http.ts";
 import { prepareBody } from "./request-body.ts";
 import { onPooledBodyEnd, pooledUpstream, type Activity, type BodyEnd, type PoolRequest } from "../upstream/h1-pool.ts";
@@ -101,7 +101,6 @@ function pathPrefix(upstream: URL): string {
 export async function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
   const { signal, retry } = opts;
   const incoming = opts.url ?? new URL(req.url);
-  const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
   const { watch } = opts;
   const pending = prepareBody(req, retry.retryBodyLimit, watch, opts.watchBody);
   const body = pending instanceof Promise ? await pending : pending;
@@ -114,6 +113,8 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
   const pool = pooledUpstream(opts.upstream);
+  const forwarded = { clientIp: opts.clientIp, proto: "http" };
+  const headers = pool ? upstreamRequestHead(req.headers, opts.upstream, forwarded) : upstreamRequestHeaders(req.headers, opts.upstream, forwarded);
   const target = pathPrefix(opts.upstream) + incoming.pathname + incoming.search;
 
   for (let attempt = 1; ; attempt++) {
@@ -124,7 +125,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
       const upstreamSignal = opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal);
       res = pool
         ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch })
-        : await fetch(opts.upstream.origin + target, fetchInit(req.method, headers, body.next(), upstreamSignal));
+        : await fetch(opts.upstream.origin + target, fetchInit(req.method, headers as Headers, body.next(), upstreamSignal));
       if (watch) watch.moved = true;
     } catch (err) {
       hold?.release();

@@ -18,8 +18,12 @@ export interface PoolRequest {
   method: string;
   /** Origin-form request target: path and query. */
   target: string;
-  /** Everything to send but the framing fields (Content-Length, Transfer-Encoding), which are set here. */
-  headers: Headers;
+  /**
+   * Everything to send but the framing fields (Content-Length, Transfer-Encoding), which are set
+   * here; or those fields already rendered as `name: value\r\n` lines, with the client's declared
+   * Content-Length apart (proxy/headers.ts's upstreamRequestHead).
+   */
+  headers: Headers | { lines: string; contentLength: string | null };
   /** Bytes are sent with a Content-Length; a stream with the client's Content-Length, else chunked. */
   body: Uint8Array | ReadableStream<Uint8Array> | undefined;
   signal: AbortSignal;
@@ -392,13 +396,15 @@ class Exchange implements Stoppable {
   send(req: PoolRequest): void {
     const { method, target, headers, body } = req;
     let head = `${method} ${target} HTTP/1.1\r\n`;
-    headers.forEach((v, k) => {
-      if (k !== "content-length" && k !== "transfer-encoding") head += `${k}: ${v}\r\n`;
-    });
+    if (headers instanceof Headers) {
+      headers.forEach((v, k) => {
+        if (k !== "content-length" && k !== "transfer-encoding") head += `${k}: ${v}\r\n`;
+      });
+    } else head += headers.lines;
     let chunked = false;
     if (body instanceof Uint8Array) head += `content-length: ${body.length}\r\n`;
     else if (body) {
-      const declared = headers.get("content-length");
+      const declared = headers instanceof Headers ? headers.get("content-length") : headers.contentLength;
       if (declared !== null) head += `content-length: ${declared}\r\n`;
       else {
         head += "transfer-encoding: chunked\r\n";
