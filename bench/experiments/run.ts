@@ -1,7 +1,8 @@
 /**
  * Experiments behind the notes in docs/BENCHMARKS.md (not part of `bun run bench`):
  *
- *   npx bun bench/experiments/run.ts throughput   proxy variants from bare Bun to the turnstile, c=1 and c=16
+ *   npx bun bench/experiments/run.ts throughput [VARIANTS] [C]   proxy variants from bare Bun to the turnstile,
+ *                                                 c=1 and c=16 (or the list C)
  *   npx bun bench/experiments/run.ts memory       RSS with 1,000 open streams: turnstile in wait / reject mode, variants
  *   npx bun bench/experiments/run.ts profile      CPU profile of the turnstile under c=16 small-JSON load
  *   npx bun bench/experiments/run.ts startup      where the compiled binary's start-up time goes
@@ -53,7 +54,7 @@ async function throughput(): Promise<void> {
     subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
   }
   const only = process.argv[3]?.split(",");
-  for (const v of ["bare", "rewrap", "hono", "wrapped", "lean"].filter((x) => !only || only.includes(x))) {
+  for (const v of ["bare", "rewrap", "hono", "wrapped", "lean", "pool", "static"].filter((x) => !only || only.includes(x))) {
     const p = await startVariant(v, upstream);
     subjects.push([`variant ${v}`, p.urls.up!, () => p.stop(), p.pid]);
   }
@@ -61,7 +62,7 @@ async function throughput(): Promise<void> {
   subjects.push(["turnstile", t.urls.up!, () => t.stop(), t.servingPid]);
   const wrk = findWrk();
   const rounds = 3;
-  for (const c of [1, 16]) {
+  for (const c of (process.argv[4] ?? "1,16").split(",").map(Number)) {
     const rps = new Map<string, number[]>();
     const p50 = new Map<string, number[]>();
     const cpu = new Map<string, number[]>();

@@ -177,7 +177,8 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
  * exchange's idle watch) sees the bytes move and, when it fires, cuts the body.
  */
 export function whenBodyDone(res: Response, signal: AbortSignal, done: (end: BodyEnd) => void, watch?: IdleWatch): Response {
-  if (onPooledBodyEnd(res, done)) return relayResponse(res);
+  // The pool dropped the hop-by-hop fields already (and reading `res.headers` would build a Headers object).
+  if (onPooledBodyEnd(res, done)) return res;
   if (res.body === null) {
     done({ bytes: 0 });
     return relayResponse(res);

@@ -103,10 +103,11 @@ export function poolFor(upstream: URL): Pool {
   return p;
 }
 
-/** Exchanges whose response body is still streaming, by the Response handed out. */
-const open = new WeakMap<Response, Exchange>();
-/** Responses handed out whole (collected, or without a body), with their body's size. */
-const pooled = new WeakMap<Response, number>();
+/**
+ * Every Response handed out: the Exchange whose body is still streaming into it, or the body's
+ * size when it was handed out whole (collected, or without a body).
+ */
+const handedOut = new WeakMap<Response, Exchange | number>();
 
 /**
  * Run `done` once when the body of `res` has been handed to the client in full, has failed, or
@@ -114,14 +115,10 @@ const pooled = new WeakMap<Response, number>();
  * itself). A response that came whole (collected, or without a body) is done at once.
  */
 export function onPooledBodyEnd(res: Response, done: (end: BodyEnd) => void): boolean {
-  const ex = open.get(res);
-  if (ex) {
-    ex.whenDone(done);
-    return true;
-  }
-  const bytes = pooled.get(res);
-  if (bytes === undefined) return false;
-  done({ bytes });
+  const ex = handedOut.get(res);
+  if (ex === undefined) return false;
+  if (typeof ex === "number") done({ bytes: ex });
+  else ex.whenDone(done);
   return true;
 }
 
@@ -475,7 +472,7 @@ class Exchange implements Stoppable {
     }
     const source = new BodySource(this);
     const res = this.settle(new ReadableStream<Uint8Array>(source as unknown as UnderlyingDefaultSource<Uint8Array>));
-    if (res) open.set(res, this);
+    if (res) handedOut.set(res, this);
   }
 
   onBody(bytes: Uint8Array): void {
@@ -608,7 +605,7 @@ class Exchange implements Stoppable {
       this.conn.terminate();
       return undefined;
     }
-    if (!(body instanceof ReadableStream)) pooled.set(res, body === null ? 0 : (body as Uint8Array).length);
+    if (!(body instanceof ReadableStream)) handedOut.set(res, body === null ? 0 : (body as Uint8Array).length);
     this.resolve(res);
     return res;
   }
