@@ -485,7 +485,7 @@ class Exchange implements Stoppable {
   onEnd(): void {
     if (this.collected) {
       // Usually the whole body came in one read: no copy then.
-      const body = this.collected.length === 1 ? this.collected[0]! : Buffer.concat(this.collected);
+      const body = this.collected.length === 1 ? (this.collected[0] as Uint8Array<ArrayBuffer>) : Buffer.concat(this.collected);
       this.collected = null;
       this.settle(body);
     }
