@@ -2,10 +2,17 @@
  * The command line, with citty. Legacy spellings are normalised first (argv.ts); every command
  * module is imported lazily so platform code (systemd, Windows) loads only when used.
  */
-import { defineCommand, renderUsage, runCommand, type CommandDef } from "citty";
+import type { ArgsDef, CommandDef } from "citty";
 import type { ServiceHost } from "../service/index.ts";
 import { VERSION } from "../version.ts";
 import { normalizeArgv, UsageError, type CommandName } from "./argv.ts";
+
+/**
+ * citty's defineCommand is the identity (it exists for the types); citty itself loads only when
+ * a command line needs parsing — importing it is ~1.5 ms of a compiled start (docs/BENCHMARKS.md),
+ * and the plain start (`gpu-turnstile` with no arguments) needs none.
+ */
+const defineCommand = <T extends ArgsDef>(def: CommandDef<T>): CommandDef<T> => def;
 
 const configArg = { type: "string", description: "env-style config file (also -config <path>)", valueHint: "path" } as const;
 
@@ -18,13 +25,7 @@ const commands: Record<CommandName, CommandDef<any>> = {
   run: defineCommand({
     meta: { name: "run", description: "Run the turnstile (the default command)" },
     args: { config: configArg },
-    async run({ args }) {
-      const { serve } = await import("./serve.ts");
-      const running = await serve({ configPath: args.config, host });
-      const code = await running.done;
-      host?.stopped(code);
-      process.exit(code);
-    },
+    run: ({ args }) => runTurnstile(args.config),
   }),
   version: defineCommand({
     meta: { name: "version", description: "Print the version (also --version)" },
@@ -81,6 +82,14 @@ const commands: Record<CommandName, CommandDef<any>> = {
   }),
 };
 
+async function runTurnstile(configPath: string | undefined): Promise<void> {
+  const { serve } = await import("./serve.ts");
+  const running = await serve({ configPath, host });
+  const code = await running.done;
+  host?.stopped(code);
+  process.exit(code);
+}
+
 const main = defineCommand({
   meta: { name: "gpu-turnstile", version: VERSION.replace(/^v/, ""), description: "One GPU, two tenants: Ollama and ComfyUI take turns" },
   subCommands: commands,
@@ -98,6 +107,8 @@ export async function runCli(argv: readonly string[], serviceHost?: ServiceHost)
     process.stderr.write(`gpu-turnstile: ${err.message}\nRun "gpu-turnstile --help" for usage.\n`);
     process.exit(2);
   }
+  if (n.command === "run" && n.args.length === 0 && !n.help) return runTurnstile(undefined);
+  const { renderUsage, runCommand } = await import("citty");
   if (n.help) {
     const cmd = argv.length === 1 || n.command === "run" ? main : commands[n.command];
     process.stdout.write((await renderUsage(cmd, cmd === main ? undefined : main)) + "\n");
