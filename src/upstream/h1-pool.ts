@@ -601,7 +601,7 @@ class Exchange implements Stoppable {
     this.head = null;
     let res: Response;
     try {
-      res = new Response(body, { status: h.status, statusText: h.statusText, headers: responseHeaders(h.fields) });
+      res = new Response(body, { status: h.status, statusText: h.statusText, headers: h.hopByHop ? responseHeaders(h.fields) : h.fields });
     } catch (err) {
       this.reject(new UpstreamError(`unusable response from upstream: ${(err as Error).message}`, "BAD_UPSTREAM_RESPONSE"));
       this.conn.terminate();
