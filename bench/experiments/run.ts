@@ -4,7 +4,9 @@
  *   npx bun bench/experiments/run.ts throughput [VARIANTS] [C]   proxy variants from bare Bun to the turnstile,
  *                                                 c=1 and c=16 (or the list C)
  *   npx bun bench/experiments/run.ts memory       RSS with 1,000 open streams: turnstile in wait / reject mode, variants
- *   npx bun bench/experiments/run.ts profile      CPU profile of the turnstile under c=16 small-JSON load
+ *   npx bun bench/experiments/run.ts profile [DIR] CPU profile of the turnstile (or the checkout in DIR) under
+ *                                                 c=16 small-JSON load; `bun bench/experiments/profile-split.ts`
+ *                                                 sorts its samples into the stages of a request
  *   npx bun bench/experiments/run.ts startup      where the compiled binary's start-up time goes
  *   npx bun bench/experiments/run.ts ab DIR [DIR2] [N]   CPU per request at c=16: the turnstile in DIR (a copy
  *                                                 of an older commit, e.g. `git archive`) against DIR2 (default:
@@ -117,13 +119,15 @@ async function memory(): Promise<void> {
 }
 
 async function profile(): Promise<void> {
+  // Optional: another checkout (a `git archive` of an older commit) to profile instead of this one.
+  const root = resolve(process.argv[3] ?? ROOT);
   const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
   const dir = join(OUT, "profile");
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const t = await startTurnstileProc({
-    cmd: [BUN, "--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${dir}`, "--cpu-prof-interval=200", "src/main.ts"],
-    cwd: ROOT,
+    cmd: [BUN, "--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${dir}`, "--cpu-prof-interval=200", join(root, "src/main.ts")],
+    cwd: root,
     ollama: { name: "up", url: up.urls["ollama.main"]! },
     dir: OUT,
     logFile: join(OUT, "turnstile-prof.log"),
