@@ -52,3 +52,5 @@ console.log(`${total} samples${us ? `, ${us} µs of CPU per request` : ""}\n`);
 for (const [stage, n] of [...byStage].sort((a, b) => b[1] - a[1])) console.log(`${show(n)}  ${stage}`);
 console.log("\nlargest src/ frames:");
 for (const [key, n] of [...byKey].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`${show(n)}  ${key}`);
+
+export {};
