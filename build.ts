@@ -70,6 +70,11 @@ export async function build(o: BuildOptions): Promise<Artifact[]> {
       entrypoints: [o.entry],
       throw: false,
       format: "esm",
+      // Without splitting, every module a dynamic import() can reach (the demo and its simulators,
+      // the service integration, the updater) is loaded at start even when never imported: ~5 ms
+      // of the compiled start-up (docs/BENCHMARKS.md). Split, they stay in the executable and load
+      // on first import.
+      splitting: true,
       minify: true,
       bytecode: true,
       sourcemap: "linked",

@@ -86,6 +86,8 @@ const UPSTREAMS: UpstreamSpec = {
 };
 
 const NGINX_SETTINGS: NginxSettings = { workers: "auto", keepalive: 64 };
+/** The second reference: one worker process, like the turnstile's one JavaScript thread (issue 14's targets are against it). */
+const NGINX_1W_SETTINGS: NginxSettings = { workers: 1, keepalive: 64 };
 
 const note = (s: string) => process.stderr.write(`${s}\n`);
 const t0 = performance.now();
@@ -110,7 +112,7 @@ function machine(upstream: string, nginx: string | undefined, wrk: string | unde
     os: type(),
     bun: Bun.version,
     nginx: nginx ? nginxVersion(nginx) : undefined,
-    nginxSettings: nginx ? `worker_processes ${NGINX_SETTINGS.workers}, upstream keepalive ${NGINX_SETTINGS.keepalive}, proxy_buffering off` : undefined,
+    nginxSettings: nginx ? `worker_processes ${NGINX_SETTINGS.workers} and, as nginx-1w, ${NGINX_1W_SETTINGS.workers}; upstream keepalive ${NGINX_SETTINGS.keepalive}, proxy_buffering off` : undefined,
     wrk: wrk ? `wrk ${wrkVersion ?? ""} -t1`.replace("  ", " ") : undefined,
     upstream,
     commit: `${sh("git rev-parse --short HEAD") ?? "unknown"}${dirty}`,
@@ -163,11 +165,13 @@ async function main(): Promise<number> {
       { name: "comfy.main", upstream: u("comfy.main") },
     ];
     const ng: Nginx | undefined = nginxBin ? await startNginx(nginxBin, join(runDir, "nginx-main"), routes, NGINX_SETTINGS) : undefined;
+    const ng1: Nginx | undefined = nginxBin ? await startNginx(nginxBin, join(runDir, "nginx-1w-main"), routes, NGINX_1W_SETTINGS) : undefined;
     const bare = await startBareProxy(BUN, join(ROOT, "bench", "bare-proxy.ts"), routes, log("bare-main"), runDir);
     const targetsFor = (name: string): Target[] => [
       { subject: "direct", url: u(name) },
       { subject: "turnstile", url: t.urls[name]!, cpuMs: () => treeCpuMs(t.servingPid) },
       ...(ng ? [{ subject: "nginx" as const, url: ng.urls[name]!, cpuMs: () => treeCpuMs(ng.pid) }] : []),
+      ...(ng1 ? [{ subject: "nginx-1w" as const, url: ng1.urls[name]!, cpuMs: () => treeCpuMs(ng1.pid) }] : []),
       { subject: "bun-bare", url: bare.urls[name]!, cpuMs: () => treeCpuMs(bare.pid) },
     ];
     try {
@@ -200,7 +204,7 @@ async function main(): Promise<number> {
         });
       }
     } finally {
-      await Promise.all([t.stop(), ng?.stop(), bare.stop()]);
+      await Promise.all([t.stop(), ng?.stop(), ng1?.stop(), bare.stop()]);
     }
   }
 

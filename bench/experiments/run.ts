@@ -1,11 +1,17 @@
 /**
  * Experiments behind the notes in docs/BENCHMARKS.md (not part of `bun run bench`):
  *
- *   npx bun bench/experiments/run.ts throughput   proxy variants from bare Bun to the turnstile, c=1 and c=16
+ *   npx bun bench/experiments/run.ts throughput [VARIANTS] [C]   proxy variants from bare Bun to the turnstile,
+ *                                                 c=1 and c=16 (or the list C)
  *   npx bun bench/experiments/run.ts memory       RSS with 1,000 open streams: turnstile in wait / reject mode, variants
- *   npx bun bench/experiments/run.ts profile      CPU profile of the turnstile under c=16 small-JSON load
+ *   npx bun bench/experiments/run.ts profile [DIR] CPU profile of the turnstile (or the checkout in DIR) under
+ *                                                 c=16 small-JSON load; `bun bench/experiments/profile-split.ts`
+ *                                                 sorts its samples into the stages of a request
  *   npx bun bench/experiments/run.ts startup      where the compiled binary's start-up time goes
  *   npx bun bench/experiments/run.ts dashboards   CPU per small chat and RSS with 0 and 100 /turnstile/events readers
+ *   npx bun bench/experiments/run.ts ab DIR [DIR2] [N]   CPU per request at c=16: the turnstile in DIR (a copy
+ *                                                 of an older commit, e.g. `git archive`) against DIR2 (default:
+ *                                                 this checkout) and one-worker nginx, N alternating rounds (default 5)
  *
  * Same processes and rules as the benchmark: loopback only, every loop bounded.
  */
@@ -51,7 +57,7 @@ async function throughput(): Promise<void> {
     subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
   }
   const only = process.argv[3]?.split(",");
-  for (const v of ["bare", "rewrap", "hono", "wrapped", "lean"].filter((x) => !only || only.includes(x))) {
+  for (const v of ["bare", "rewrap", "hono", "wrapped", "lean", "pool", "static"].filter((x) => !only || only.includes(x))) {
     const p = await startVariant(v, upstream);
     subjects.push([`variant ${v}`, p.urls.up!, () => p.stop(), p.pid]);
   }
@@ -59,7 +65,7 @@ async function throughput(): Promise<void> {
   subjects.push(["turnstile", t.urls.up!, () => t.stop(), t.servingPid]);
   const wrk = findWrk();
   const rounds = 3;
-  for (const c of [1, 16]) {
+  for (const c of (process.argv[4] ?? "1,16").split(",").map(Number)) {
     const rps = new Map<string, number[]>();
     const p50 = new Map<string, number[]>();
     const cpu = new Map<string, number[]>();
@@ -159,13 +165,15 @@ async function dashboards(): Promise<void> {
 }
 
 async function profile(): Promise<void> {
+  // Optional: another checkout (a `git archive` of an older commit) to profile instead of this one.
+  const root = resolve(process.argv[3] ?? ROOT);
   const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
   const dir = join(OUT, "profile");
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const t = await startTurnstileProc({
-    cmd: [BUN, "--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${dir}`, "--cpu-prof-interval=200", "src/main.ts"],
-    cwd: ROOT,
+    cmd: [BUN, "--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${dir}`, "--cpu-prof-interval=200", join(root, "src/main.ts")],
+    cwd: root,
     ollama: { name: "up", url: up.urls["ollama.main"]! },
     dir: OUT,
     logFile: join(OUT, "turnstile-prof.log"),
@@ -184,6 +192,45 @@ async function profile(): Promise<void> {
   for (const f of readdirSync(dir)) note(`profile: ${join(dir, f)}`);
   const md = readdirSync(dir).find((f) => f.endsWith(".md"));
   if (md) note(readFileSync(join(dir, md), "utf8").split("\n").slice(0, 80).join("\n"));
+}
+
+/** Before/after in one run: the same load, the subjects taking turns, CPU µs per request per round. */
+async function ab(): Promise<void> {
+  const base = resolve(process.argv[3] ?? "");
+  if (!existsSync(join(base, "src", "main.ts"))) throw new Error(`ab: ${base} holds no src/main.ts`);
+  const after = resolve(process.argv[4] ?? ROOT);
+  const rounds = Number(process.argv[5] ?? 5);
+  const up = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams.log"));
+  const upstream = up.urls["ollama.main"]!;
+  const subjects: [string, string, () => Promise<void>, number][] = [];
+  const nginx = findNginx();
+  if (nginx) {
+    const ng1 = await startNginx(nginx, join(OUT, "nginx1"), [{ name: "up", upstream }], { workers: 1, keepalive: 64 });
+    subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
+  }
+  for (const [name, dir] of [["before", base], ["after", after]] as const) {
+    const t = await startTurnstileProc({ cmd: [BUN, join(dir, "src/main.ts")], cwd: dir, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, `turnstile-${name}.log`), presetFetchLimit: false });
+    subjects.push([`turnstile ${name}`, t.urls.up!, () => t.stop(), t.servingPid]);
+  }
+  const wrk = findWrk();
+  const cpu = new Map<string, number[]>();
+  const rps = new Map<string, number[]>();
+  for (const [, url] of subjects) await runLoad({ url: `${url}/api/tags`, connections: 16, seconds: 2 }, wrk);
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, url, , pid] of subjects) {
+      const c0 = treeCpuMs(pid);
+      const res = await runLoad({ url: `${url}/api/tags`, connections: 16, seconds: 3 }, wrk);
+      cpu.set(name, [...(cpu.get(name) ?? []), ((treeCpuMs(pid) - c0) * 1000) / res.requests]);
+      rps.set(name, [...(rps.get(name) ?? []), res.rps]);
+    }
+  }
+  note(`c=16, GET /api/tags, ${rounds} rounds × 3 s, subjects taking turns`);
+  for (const [name] of subjects) {
+    const c = cpu.get(name)!;
+    note(`  ${name.padEnd(18)} CPU median ${median(c).toFixed(1)} µs/req (${Math.min(...c).toFixed(1)}–${Math.max(...c).toFixed(1)})  ${Math.round(median(rps.get(name)!))} req/s (${rps.get(name)!.map((x) => Math.round(x)).join(", ")})`);
+  }
+  for (const [, , stop] of subjects) await stop();
+  await up.stop();
 }
 
 async function startup(): Promise<void> {
@@ -216,6 +263,7 @@ try {
   else if (cmd === "profile") await profile();
   else if (cmd === "startup") await startup();
   else if (cmd === "dashboards") await dashboards();
+  else if (cmd === "ab") await ab();
   else note(`unknown experiment ${cmd}`);
 } finally {
   await stopAll();

@@ -9,11 +9,15 @@
  *   lean     the turnstile's pass-through semantics (hop-by-hop stripped both ways, Host and
  *            X-Forwarded-* set) with fewer allocations: no Hono on the proxy path, the URL cut
  *            as a string, headers edited in place, the upstream Response returned as it is
+ *   pool     the floor of the turnstile's own upstream client: Bun.serve → src/upstream/h1-pool.ts
+ *            with only Host set → its Response returned as it is (no front door, no headers rules)
+ *   static   Bun.serve answering a fixed 1.3 KB JSON from memory: the server's own floor
  * Env: VARIANT, PORT, UPSTREAM.
  */
 import { Hono } from "hono";
 import { onBodyDone } from "../../src/proxy/forward.ts";
 import { clientResponseHeaders, upstreamRequestHeaders } from "../../src/proxy/headers.ts";
+import { poolFor } from "../../src/upstream/h1-pool.ts";
 
 type BunInit = RequestInit & { decompress: boolean; duplex: "half" };
 
@@ -66,6 +70,15 @@ async function lean(req: Request, clientIp: string | undefined): Promise<Respons
   return res;
 }
 
+const pool = poolFor(upstream);
+function pooled(req: Request): Promise<Response> {
+  const raw = req.url;
+  const target = raw.slice(raw.indexOf("/", raw.indexOf("//") + 2));
+  return pool.request({ method: req.method, target, headers: { lines: `host: ${upstream.host}\r\n`, contentLength: null }, body: undefined, signal: req.signal });
+}
+
+const STATIC = JSON.stringify({ models: Array.from({ length: 6 }, (_, i) => ({ name: `model-${i}:latest`, size: 4_000_000_000 + i, digest: "0".repeat(64), details: { family: "llama" } })) }).slice(0, 1300);
+
 const app = new Hono<{ Bindings: { clientIp: string | undefined } }>();
 app.all("*", (c) => rewrap(c.req.raw, c.env.clientIp, variant === "wrapped"));
 
@@ -75,6 +88,8 @@ Bun.serve({
   idleTimeout: 0,
   fetch(req, server) {
     if (variant === "bare") return bare(req);
+    if (variant === "pool") return pooled(req);
+    if (variant === "static") return new Response(STATIC, { headers: { "content-type": "application/json; charset=utf-8" } });
     const clientIp = server.requestIP(req)?.address;
     if (variant === "rewrap") return rewrap(req, clientIp);
     if (variant === "lean") return lean(req, clientIp);

@@ -1,6 +1,7 @@
 /** What every scenario gets: the subjects under test, each with a base URL per upstream. */
 
-export type SubjectName = "direct" | "turnstile" | "nginx" | "bun-bare";
+/** "nginx-1w": nginx with `worker_processes 1`, the like-for-like reference for one JavaScript thread. */
+export type SubjectName = "direct" | "turnstile" | "nginx" | "nginx-1w" | "bun-bare";
 
 export interface Target {
   subject: SubjectName;

@@ -2,11 +2,18 @@
  * The command line, with citty. Legacy spellings are normalised first (argv.ts); every command
  * module is imported lazily so platform code (systemd, Windows) loads only when used.
  */
-import { defineCommand, renderUsage, runCommand, type CommandDef } from "citty";
 import { useColor, stripColor } from "../runtime/color.ts";
+import type { ArgsDef, CommandDef } from "citty";
 import type { ServiceHost } from "../service/index.ts";
 import { VERSION } from "../version.ts";
 import { normalizeArgv, UsageError, type CommandName, type Normalized } from "./argv.ts";
+
+/**
+ * citty's defineCommand is the identity (it exists for the types); citty itself loads only when
+ * a command line needs parsing — importing it is ~1.5 ms of a compiled start (docs/BENCHMARKS.md),
+ * and the plain start (`gpu-turnstile` with no arguments) needs none.
+ */
+const defineCommand = <T extends ArgsDef>(def: CommandDef<T>): CommandDef<T> => def;
 
 const configArg = { type: "string", description: "env-style config file (also -config <path>)", valueHint: "path" } as const;
 
@@ -19,13 +26,7 @@ const commands: Record<CommandName, CommandDef<any>> = {
   run: defineCommand({
     meta: { name: "run", description: "Run the turnstile (the default command)" },
     args: { config: configArg },
-    async run({ args }) {
-      const { serve } = await import("./serve.ts");
-      const running = await serve({ configPath: args.config, host });
-      const code = await running.done;
-      host?.stopped(code);
-      process.exit(code);
-    },
+    run: ({ args }) => runTurnstile(args.config),
   }),
   version: defineCommand({
     meta: { name: "version", description: "Print the version (also --version)" },
@@ -106,6 +107,14 @@ const commands: Record<CommandName, CommandDef<any>> = {
   }),
 };
 
+async function runTurnstile(configPath: string | undefined): Promise<void> {
+  const { serve } = await import("./serve.ts");
+  const running = await serve({ configPath, host });
+  const code = await running.done;
+  host?.stopped(code);
+  process.exit(code);
+}
+
 const main = defineCommand({
   // citty prints "v" + version: only a tag-like version reads right that way ("dev" would be "vdev").
   meta: {
@@ -124,6 +133,7 @@ const SETTINGS_POINTER = "Settings (ports, upstream URLs, timeouts, logging): gp
 
 /** The usage `--help` (or `help`) asked for, plain unless stdout is a terminal that wants colour. */
 async function usage(n: Normalized): Promise<string> {
+  const { renderUsage } = await import("citty");
   let text = n.named ? `${await renderUsage(commands[n.command], main)}\n` : `${await renderUsage(main)}\n`;
   if (!n.named || n.command === "run") text += SETTINGS_POINTER;
   if (n.named && n.command === "config") text += (await import("./config.ts")).settingsHelp();
@@ -144,9 +154,11 @@ export async function runCli(argv: readonly string[], serviceHost?: ServiceHost)
     process.stderr.write(`gpu-turnstile: ${err.message}\nRun "${help}" for usage.\n`);
     process.exit(2);
   }
+  if (n.command === "run" && n.args.length === 0 && !n.help) return runTurnstile(undefined);
   if (n.help) {
     process.stdout.write(await usage(n));
     return;
   }
+  const { runCommand } = await import("citty");
   await runCommand(commands[n.command], { rawArgs: n.args });
 }

@@ -13,7 +13,7 @@ import { classify, type Listener, type RequestClass } from "./classify.ts";
 import type { BodyEnd } from "../upstream/h1-pool.ts";
 import { formatDuration } from "../config/duration.ts";
 import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply } from "./dialect.ts";
-import { admit, requestPath } from "./front-door.ts";
+import { admit, requestPath, type RequestTarget } from "./front-door.ts";
 import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "./forward.ts";
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "./idle-watch.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
@@ -98,7 +98,7 @@ export interface ListenerApp {
   /** GET or HEAD of an INTERNAL_PATHS path, answered whatever the Host (an `nc` or HTTP/1.0 check sends none). */
   internal(req: Request, clientIp: string | undefined): Response | Promise<Response>;
   /** The front-door checks for a request that `proxy` does not see (a websocket upgrade): its URL, or the refusal to send. */
-  admit(req: Request, cls: RequestClass): URL | Response;
+  admit(req: Request, cls: RequestClass): RequestTarget | Response;
 }
 
 /** The two paths the turnstile answers itself; everything else belongs to the upstream. */
@@ -198,7 +198,7 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
   return res;
 }
 
-async function proxyPass(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
+async function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
   const result = await forward(req, {
     upstream: deps.upstream,
     url,
@@ -216,7 +216,7 @@ async function proxyPass(req: Request, url: URL, clientIp: string | undefined, d
  * whichever comes first, or no byte moved for LLM_IDLE_TIMEOUT; the lease's release is
  * idempotent, so more than one of these may fire.
  */
-async function proxyLLM(req: Request, url: URL, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
+async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
   const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
   const tracker = deps.llmTracker;
@@ -297,7 +297,7 @@ function idleAnswer(deps: ListenerAppDeps, dialect: ReturnType<typeof dialectFor
   });
 }
 
-function unreachable(deps: ListenerAppDeps, req: Request, url: URL, reason: string): Response {
+function unreachable(deps: ListenerAppDeps, req: Request, url: RequestTarget, reason: string): Response {
   deps.observer.upstreamFailed(deps.listener, { method: req.method, path: url.pathname, reason });
   const name = deps.listener === "ollama" ? "Ollama" : "ComfyUI";
   return errorResponse(dialectFor(deps.listener, url.pathname), {

@@ -7,11 +7,12 @@
  */
 import { formatDuration } from "../config/duration.ts";
 import { backoffDelays, sleep } from "./backoff.ts";
-import { clientResponseHeaders, hasHopByHop, upstreamRequestHeaders } from "./headers.ts";
+import { clientResponseHeaders, hasHopByHop, upstreamRequestHead, upstreamRequestHeaders } from "./headers.ts";
 import { joinUrl } from "../upstream/http.ts";
 import { prepareBody } from "./request-body.ts";
-import { onPooledBodyEnd, poolFor, type Activity, type BodyEnd, type PoolRequest } from "../upstream/h1-pool.ts";
+import { onPooledBodyEnd, pooledUpstream, type Activity, type BodyEnd, type PoolRequest } from "../upstream/h1-pool.ts";
 import { IdleTimeoutError, type IdleWatch } from "./idle-watch.ts";
+import type { RequestTarget } from "./front-door.ts";
 import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
 
 export interface Hold {
@@ -37,8 +38,8 @@ export interface RetryNotice {
 
 export interface ForwardOptions {
   upstream: URL;
-  /** The request's URL, when the caller has parsed it already. */
-  url?: URL;
+  /** The request's path and query, when the caller has them already (front-door.ts). */
+  url?: RequestTarget;
   /** The client's signal: aborting it cancels the upstream request and any backoff at once. */
   signal: AbortSignal;
   /**
@@ -77,12 +78,24 @@ export type ForwardResult =
  */
 type BunUpstreamInit = RequestInit & { decompress: boolean; duplex: "half" };
 
+function fetchInit(method: string, headers: Headers, body: BodyInit | undefined, signal: AbortSignal): BunUpstreamInit {
+  return { method, headers, body, redirect: "manual", decompress: false, signal, duplex: "half" };
+}
+
 /** RFC 9110 §9.2.2: replaying these cannot do more than the first attempt did. */
 const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]);
 
 /** The upstream URL for a request: the upstream's origin and path prefix, then the request's path and query. */
-export function targetUrl(upstream: URL, incoming: URL): string {
+export function targetUrl(upstream: URL, incoming: RequestTarget): string {
   return joinUrl(upstream, incoming.pathname + incoming.search);
+}
+
+/** The upstream's path prefix without its trailing slash, per upstream URL (read once: URL getters are native calls). */
+const prefixes = new WeakMap<URL, string>();
+function pathPrefix(upstream: URL): string {
+  let p = prefixes.get(upstream);
+  if (p === undefined) prefixes.set(upstream, (p = upstream.pathname.endsWith("/") ? upstream.pathname.slice(0, -1) : upstream.pathname));
+  return p;
 }
 
 /**
@@ -92,10 +105,10 @@ export function targetUrl(upstream: URL, incoming: URL): string {
  */
 export async function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
   const { signal, retry } = opts;
-  const url = targetUrl(opts.upstream, opts.url ?? new URL(req.url));
-  const headers = upstreamRequestHeaders(req.headers, opts.upstream, { clientIp: opts.clientIp, proto: "http" });
+  const incoming = opts.url ?? new URL(req.url);
   const { watch } = opts;
-  const body = await prepareBody(req, retry.retryBodyLimit, watch, opts.watchBody);
+  const pending = prepareBody(req, retry.retryBodyLimit, watch, opts.watchBody);
+  const body = pending instanceof Promise ? await pending : pending;
   if (opts.onBody && body.buffered) {
     const bytes = body.peek?.();
     if (bytes) opts.onBody(bytes);
@@ -108,32 +121,20 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   let giveUpAt: number | undefined;
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
-  const pool = opts.upstream.protocol === "http:" ? poolFor(opts.upstream) : undefined;
+  const pool = pooledUpstream(opts.upstream);
+  const forwarded = { clientIp: opts.clientIp, proto: "http" };
+  const headers = pool ? upstreamRequestHead(req.headers, opts.upstream, forwarded) : upstreamRequestHeaders(req.headers, opts.upstream, forwarded);
+  const target = pathPrefix(opts.upstream) + incoming.pathname + incoming.search;
 
   for (let attempt = 1; ; attempt++) {
     const hold = opts.acquire ? await opts.acquire() : undefined;
     let res: Response;
     try {
-      const init: BunUpstreamInit = {
-        method: req.method,
-        headers,
-        body: body.next(),
-        redirect: "manual",
-        decompress: false,
-        // The pooled client is stopped by the watch itself; fetch only listens to a signal.
-        signal: opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal),
-        duplex: "half",
-      };
+      // The pooled client is stopped by the watch itself; fetch only listens to a signal.
+      const upstreamSignal = opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal);
       res = pool
-        ? await pool.request({
-            method: req.method,
-            target: url.slice(opts.upstream.origin.length),
-            headers,
-            body: init.body as PoolRequest["body"],
-            signal: init.signal!,
-            activity: watch,
-          })
-        : await fetch(url, init);
+        ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch })
+        : await fetch(opts.upstream.origin + target, fetchInit(req.method, headers as Headers, body.next(), upstreamSignal));
       if (watch) watch.moved = true;
     } catch (err) {
       hold?.release();
@@ -185,7 +186,8 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
  * exchange's idle watch) sees the bytes move and, when it fires, cuts the body.
  */
 export function whenBodyDone(res: Response, signal: AbortSignal, done: (end: BodyEnd) => void, watch?: IdleWatch): Response {
-  if (onPooledBodyEnd(res, done)) return relayResponse(res);
+  // The pool dropped the hop-by-hop fields already (and reading `res.headers` would build a Headers object).
+  if (onPooledBodyEnd(res, done)) return res;
   if (res.body === null) {
     done({ bytes: 0 });
     return relayResponse(res);

@@ -7,11 +7,18 @@
 import type { ErrorReply } from "./dialect.ts";
 import { routedPath } from "./classify.ts";
 
+/** Path and query of a request, as `URL` has them (a URL will do wherever one is asked for). */
+export interface RequestTarget {
+  readonly pathname: string;
+  /** `?` and the query, or "". */
+  readonly search: string;
+}
+
 export type Admission =
   | {
       ok: true;
-      /** The request's URL: path and query exactly as received. */
-      url: URL;
+      /** The request's path and query exactly as received (Bun has already normalised them). */
+      url: RequestTarget;
       /** The path the upstream will route on, for classification. */
       routed: string;
     }
@@ -25,14 +32,7 @@ export function admit(req: Request, hostAllowed: (host: string) => boolean): Adm
   const host = req.headers.get("host");
   // Bun gives a relative URL when the Host is missing or not a host name, and an absolute one
   // the URL parser refuses for `[zz]` or `x:99999`.
-  let url: URL | undefined;
-  if (host !== null && !host.includes(",") && req.url.charCodeAt(0) !== 47 /* "/" */) {
-    try {
-      url = new URL(req.url);
-    } catch {
-      // answered below
-    }
-  }
+  const url = host !== null && !host.includes(",") && req.url.charCodeAt(0) !== 47 /* "/" */ ? parseTarget(req.url, host) : undefined;
   if (url === undefined) return refuse(400, "invalid_request", hostProblem(host));
   if (!hostAllowed(host!)) {
     return refuse(
@@ -55,6 +55,43 @@ export function admit(req: Request, hostAllowed: (host: string) => boolean): Adm
     req.headers.set("content-length", values[0]!);
   }
   return { ok: true, url, routed };
+}
+
+/** Host values the URL parser accepted, with a plain host[:port] form: their URLs are cut as strings. */
+const goodHosts = new Map<string, true>();
+const GOOD_HOST_LIMIT = 1024;
+const PLAIN_HOST = /^[A-Za-z0-9._~:[\]-]+$/;
+
+/**
+ * The path and query of Bun's absolute request URL. Bun hands over a URL it has already parsed
+ * and serialised (dot segments resolved, characters percent-encoded), so once its host is known
+ * to parse, path and query are plain cuts of the string — `new URL` per request costs more than
+ * the rest of the front door. A host seen for the first time is parsed by `new URL` and
+ * remembered only when the cut agrees with it; undefined when the URL does not parse.
+ */
+function parseTarget(href: string, host: string): RequestTarget | undefined {
+  if (goodHosts.has(host)) return cut(href);
+  let url: URL;
+  try {
+    url = new URL(href);
+  } catch {
+    return undefined;
+  }
+  const fast = cut(href);
+  if (PLAIN_HOST.test(host) && fast.pathname === url.pathname && fast.search === url.search) {
+    if (goodHosts.size >= GOOD_HOST_LIMIT) goodHosts.clear();
+    goodHosts.set(host, true);
+  }
+  return { pathname: url.pathname, search: url.search };
+}
+
+function cut(href: string): RequestTarget {
+  const start = href.indexOf("/", href.indexOf("//") + 2);
+  if (start < 0) return { pathname: "/", search: "" };
+  let end = href.indexOf("#", start);
+  if (end < 0) end = href.length;
+  const q = href.indexOf("?", start);
+  return q < 0 || q > end ? { pathname: href.slice(start, end), search: "" } : { pathname: href.slice(start, q), search: q + 1 === end ? "" : href.slice(q, end) };
 }
 
 function hostProblem(host: string | null): string {

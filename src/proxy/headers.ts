@@ -66,26 +66,82 @@ export interface ForwardedInfo {
  * foreign Origin is left alone so ComfyUI's guard still protects against cross-site requests.
  */
 export function upstreamRequestHeaders(incoming: Headers, upstream: URL, info: ForwardedInfo): Headers {
-  const h = stripHopByHop(new Headers(incoming));
+  const h = new Headers();
+  forEachUpstreamField(incoming, upstream, info, (name, value) => h.append(name, value));
+  return h;
+}
+
+/**
+ * The same fields as `upstreamRequestHeaders`, rendered as HTTP/1.1 field lines (`name: value\r\n`)
+ * for the pooled client, without a Headers object in between; the framing fields are left to the
+ * pool, which is handed the client's declared length.
+ */
+export function upstreamRequestHead(incoming: Headers, upstream: URL, info: ForwardedInfo): { lines: string; contentLength: string | null } {
+  let lines = "";
+  let contentLength: string | null = null;
+  forEachUpstreamField(incoming, upstream, info, (name, value) => {
+    if (name === "content-length") contentLength = value;
+    else lines += `${name}: ${value}\r\n`;
+  });
+  return { lines, contentLength };
+}
+
+/**
+ * The rules of both: one pass over the incoming fields (lower-case names, repeated fields joined,
+ * as Headers iterates them), Host first.
+ */
+function forEachUpstreamField(incoming: Headers, upstream: URL, info: ForwardedInfo, emit: (name: string, value: string) => void): void {
+  const connection = incoming.get("connection");
+  const named = connection ? connectionOptions(connection) : undefined;
   const clientHost = incoming.get("host");
-  h.set("host", upstream.host);
+  emit("host", upstream.host);
+  let hasAuth = false;
+  let hasProto = false;
+  let hasForwardedHost = false;
+  let prior: string | undefined;
+  incoming.forEach((value, name) => {
+    switch (name) {
+      case "host":
+        return;
+      case "origin":
+        if (clientHost && originHost(value) === clientHost.toLowerCase()) return emit(name, upstream.origin);
+        break;
+      case "x-forwarded-for":
+        if (info.clientIp) {
+          prior = value;
+          return;
+        }
+        break;
+      case "x-forwarded-proto":
+        hasProto = true;
+        break;
+      case "x-forwarded-host":
+        hasForwardedHost = true;
+        break;
+    }
+    if (HOP_BY_HOP_SET.has(name) || named?.has(name)) return;
+    if (name === "authorization") hasAuth = true;
+    emit(name, value);
+  });
   // Credentials written into OLLAMA_URL/COMFY_URL (a basic-auth front of the upstream) are sent
   // unless the client brought its own.
-  const auth = basicAuth(upstream);
-  if (auth && !h.has("authorization")) h.set("authorization", auth);
-
-  const origin = incoming.get("origin");
-  if (origin && clientHost && originHost(origin) === clientHost.toLowerCase()) {
-    h.set("origin", upstream.origin);
+  if (!hasAuth) {
+    const auth = basicAuth(upstream);
+    if (auth) emit("authorization", auth);
   }
+  if (info.clientIp) emit("x-forwarded-for", prior ? `${prior}, ${info.clientIp}` : info.clientIp);
+  if (!hasProto) emit("x-forwarded-proto", info.proto);
+  if (clientHost && !hasForwardedHost) emit("x-forwarded-host", clientHost);
+}
 
-  if (info.clientIp) {
-    const prior = incoming.get("x-forwarded-for");
-    h.set("x-forwarded-for", prior ? `${prior}, ${info.clientIp}` : info.clientIp);
+/** The field names a Connection value lists (lower-case); a token that is no field name names nothing. */
+function connectionOptions(value: string): Set<string> {
+  const named = new Set<string>();
+  for (const t of value.split(",")) {
+    const n = t.trim();
+    if (TOKEN.test(n)) named.add(n.toLowerCase());
   }
-  if (!incoming.has("x-forwarded-proto")) h.set("x-forwarded-proto", info.proto);
-  if (clientHost && !incoming.has("x-forwarded-host")) h.set("x-forwarded-host", clientHost);
-  return h;
+  return named;
 }
 
 /** The Authorization value for credentials written into an upstream URL (`http://user:pass@host`). */

@@ -12,7 +12,7 @@
  * machine's name, names under `.localhost`, `.local` or `.internal`, and loopback, private,
  * unspecified or this machine's own IP addresses — plus what ALLOWED_HOSTS names.
  */
-import { BlockList, isIP } from "node:net";
+import type { BlockList } from "node:net";
 
 /** ALLOWED_HOSTS, parsed: names (lower-case), `*.suffix` wildcards, or `*` for any Host. */
 export interface AllowedHosts {
@@ -49,19 +49,31 @@ export interface HostGuardOptions {
 }
 
 /** Loopback, private (RFC 1918, RFC 4193) and unspecified: Go's netip IsLoopback/IsPrivate/IsUnspecified. */
-const LOCAL_RANGES = new BlockList();
-LOCAL_RANGES.addSubnet("127.0.0.0", 8, "ipv4");
-LOCAL_RANGES.addSubnet("10.0.0.0", 8, "ipv4");
-LOCAL_RANGES.addSubnet("172.16.0.0", 12, "ipv4");
-LOCAL_RANGES.addSubnet("192.168.0.0", 16, "ipv4");
-LOCAL_RANGES.addAddress("0.0.0.0", "ipv4");
-LOCAL_RANGES.addAddress("::1", "ipv6");
-LOCAL_RANGES.addAddress("::", "ipv6");
-LOCAL_RANGES.addSubnet("fc00::", 7, "ipv6");
+/**
+ * node:net is loaded when the first address is compared, not at start: importing it is ~3 ms of
+ * the compiled binary's ~15 ms start-up (docs/BENCHMARKS.md), and /healthz never needs it.
+ */
+let netModule: typeof import("node:net") | undefined;
+const net = (): typeof import("node:net") => (netModule ??= require("node:net") as typeof import("node:net"));
+const isIP = (s: string): number => net().isIP(s);
 
-const LOOPBACK = new BlockList();
-LOOPBACK.addSubnet("127.0.0.0", 8, "ipv4");
-LOOPBACK.addAddress("::1", "ipv6");
+let ranges: { local: BlockList; loopback: BlockList } | undefined;
+function rangeLists(): { local: BlockList; loopback: BlockList } {
+  if (ranges) return ranges;
+  const local = new (net().BlockList)();
+  local.addSubnet("127.0.0.0", 8, "ipv4");
+  local.addSubnet("10.0.0.0", 8, "ipv4");
+  local.addSubnet("172.16.0.0", 12, "ipv4");
+  local.addSubnet("192.168.0.0", 16, "ipv4");
+  local.addAddress("0.0.0.0", "ipv4");
+  local.addAddress("::1", "ipv6");
+  local.addAddress("::", "ipv6");
+  local.addSubnet("fc00::", 7, "ipv6");
+  const loopback = new (net().BlockList)();
+  loopback.addSubnet("127.0.0.0", 8, "ipv4");
+  loopback.addAddress("::1", "ipv6");
+  return (ranges = { local, loopback });
+}
 
 const LOCAL_SUFFIXES = [".localhost", ".local", ".internal"];
 
@@ -73,7 +85,7 @@ export function isLoopbackBind(bindHost: string | undefined): boolean {
   if (bindHost === undefined) return false;
   const h = bindHost.toLowerCase();
   if (h === "localhost" || h.endsWith(".localhost")) return true;
-  return inRanges(LOOPBACK, h);
+  return inRanges(rangeLists().loopback, h);
 }
 
 /**
@@ -82,7 +94,14 @@ export function isLoopbackBind(bindHost: string | undefined): boolean {
  * are rare, and an address of this machine may appear later).
  */
 export function hostGuard(opts: HostGuardOptions): (host: string) => boolean {
-  if (opts.allowed.any || !isLoopbackBind(opts.bindHost)) return () => true;
+  if (opts.allowed.any) return () => true;
+  // Made at the first request rather than at start (see net() above).
+  let guard: ((host: string) => boolean) | undefined;
+  return (hostHeader) => (guard ??= makeGuard(opts))(hostHeader);
+}
+
+function makeGuard(opts: HostGuardOptions): (host: string) => boolean {
+  if (!isLoopbackBind(opts.bindHost)) return () => true;
   const machineName = opts.machineName.toLowerCase();
   const passed = new Map<string, true>();
   return (hostHeader) => {
@@ -95,7 +114,7 @@ export function hostGuard(opts: HostGuardOptions): (host: string) => boolean {
       LOCAL_SUFFIXES.some((s) => host.endsWith(s)) ||
       opts.allowed.names.has(host) ||
       opts.allowed.suffixes.some((s) => host.endsWith(s)) ||
-      (isIP(host) !== 0 && (inRanges(LOCAL_RANGES, host) || isMachineAddress(host, opts.machineAddresses())));
+      (isIP(host) !== 0 && (inRanges(rangeLists().local, host) || isMachineAddress(host, opts.machineAddresses())));
     if (ok) {
       if (passed.size >= CACHE_LIMIT) passed.clear();
       passed.set(hostHeader, true);
@@ -129,7 +148,7 @@ function inRanges(list: BlockList, ip: string): boolean {
 function isMachineAddress(ip: string, addresses: string[]): boolean {
   if (addresses.length === 0) return false;
   // Compared as addresses, not as text: ::FFFF:A00:1 and 0:0::ffff:10.0.0.1 are one address.
-  const own = new BlockList();
+  const own = new (net().BlockList)();
   for (const a of addresses) {
     const family = isIP(a);
     try {

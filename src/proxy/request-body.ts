@@ -26,13 +26,18 @@ const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffe
  * `inspect` sees the body's bytes the first time they are sent (the attempt's hold is taken by
  * then): a buffered body whole, a streamed one chunk by chunk as the upstream pulls it.
  */
-export async function prepareBody(
+export function prepareBody(
   req: Request,
   bufferLimit: number,
   watch?: IdleWatch,
   inspect?: (chunk: Uint8Array) => void,
-): Promise<ReplayableBody> {
+): ReplayableBody | Promise<ReplayableBody> {
+  // Not async for the usual bodiless request: an await of a plain value is one more turn of the microtask queue.
   if (req.method === "GET" || req.method === "HEAD") return NO_BODY;
+  return readBody(req, bufferLimit, watch, inspect);
+}
+
+async function readBody(req: Request, bufferLimit: number, watch: IdleWatch | undefined, inspect: ((chunk: Uint8Array) => void) | undefined): Promise<ReplayableBody> {
   const declared = Number(req.headers.get("content-length") ?? NaN);
   // Read before touching req.body: that getter alone makes a JavaScript stream for the body.
   if (Number.isFinite(declared) && declared <= bufferLimit) {

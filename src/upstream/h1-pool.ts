@@ -18,8 +18,12 @@ export interface PoolRequest {
   method: string;
   /** Origin-form request target: path and query. */
   target: string;
-  /** Everything to send but the framing fields (Content-Length, Transfer-Encoding), which are set here. */
-  headers: Headers;
+  /**
+   * Everything to send but the framing fields (Content-Length, Transfer-Encoding), which are set
+   * here; or those fields already rendered as `name: value\r\n` lines, with the client's declared
+   * Content-Length apart (proxy/headers.ts's upstreamRequestHead).
+   */
+  headers: Headers | { lines: string; contentLength: string | null };
   /** Bytes are sent with a Content-Length; a stream with the client's Content-Length, else chunked. */
   body: Uint8Array | ReadableStream<Uint8Array> | undefined;
   signal: AbortSignal;
@@ -79,6 +83,15 @@ const COALESCE_LIMIT = 16 * 1024;
 const BODY_EXPECTED = new Set(["POST", "PUT", "PATCH"]);
 
 const pools = new Map<string, Pool>();
+/** The pool per upstream URL object, or null for one that is not http: (the proxy asks on every request). */
+const byUrl = new WeakMap<URL, Pool | null>();
+
+/** poolFor() for an http: upstream, undefined for any other scheme; remembered per URL object. */
+export function pooledUpstream(upstream: URL): Pool | undefined {
+  let p = byUrl.get(upstream);
+  if (p === undefined) byUrl.set(upstream, (p = upstream.protocol === "http:" ? poolFor(upstream) : null));
+  return p ?? undefined;
+}
 
 /** The pool for an http: upstream (one per host and port, like fetch's). */
 export function poolFor(upstream: URL): Pool {
@@ -90,10 +103,11 @@ export function poolFor(upstream: URL): Pool {
   return p;
 }
 
-/** Exchanges whose response body is still streaming, by the Response handed out. */
-const open = new WeakMap<Response, Exchange>();
-/** Responses handed out whole (collected, or without a body), with their body's size. */
-const pooled = new WeakMap<Response, number>();
+/**
+ * Every Response handed out: the Exchange whose body is still streaming into it, or the body's
+ * size when it was handed out whole (collected, or without a body).
+ */
+const handedOut = new WeakMap<Response, Exchange | number>();
 
 /**
  * Run `done` once when the body of `res` has been handed to the client in full, has failed, or
@@ -101,14 +115,10 @@ const pooled = new WeakMap<Response, number>();
  * itself). A response that came whole (collected, or without a body) is done at once.
  */
 export function onPooledBodyEnd(res: Response, done: (end: BodyEnd) => void): boolean {
-  const ex = open.get(res);
-  if (ex) {
-    ex.whenDone(done);
-    return true;
-  }
-  const bytes = pooled.get(res);
-  if (bytes === undefined) return false;
-  done({ bytes });
+  const ex = handedOut.get(res);
+  if (ex === undefined) return false;
+  if (typeof ex === "number") done({ bytes: ex });
+  else ex.whenDone(done);
   return true;
 }
 
@@ -377,19 +387,22 @@ class Exchange implements Stoppable {
       this.resolve = res;
       this.reject = rej;
     });
-    signal.addEventListener("abort", this.onAbort, { once: true });
+    // No `once`: finish() removes it, and the options object doubles the cost of the pair (measured).
+    signal.addEventListener("abort", this.onAbort);
   }
 
   send(req: PoolRequest): void {
     const { method, target, headers, body } = req;
     let head = `${method} ${target} HTTP/1.1\r\n`;
-    headers.forEach((v, k) => {
-      if (k !== "content-length" && k !== "transfer-encoding") head += `${k}: ${v}\r\n`;
-    });
+    if (headers instanceof Headers) {
+      headers.forEach((v, k) => {
+        if (k !== "content-length" && k !== "transfer-encoding") head += `${k}: ${v}\r\n`;
+      });
+    } else head += headers.lines;
     let chunked = false;
     if (body instanceof Uint8Array) head += `content-length: ${body.length}\r\n`;
     else if (body) {
-      const declared = headers.get("content-length");
+      const declared = headers instanceof Headers ? headers.get("content-length") : headers.contentLength;
       if (declared !== null) head += `content-length: ${declared}\r\n`;
       else {
         head += "transfer-encoding: chunked\r\n";
@@ -460,7 +473,7 @@ class Exchange implements Stoppable {
     }
     const source = new BodySource(this);
     const res = this.settle(new ReadableStream<Uint8Array>(source as unknown as UnderlyingDefaultSource<Uint8Array>));
-    if (res) open.set(res, this);
+    if (res) handedOut.set(res, this);
   }
 
   onBody(bytes: Uint8Array): void {
@@ -471,7 +484,8 @@ class Exchange implements Stoppable {
 
   onEnd(): void {
     if (this.collected) {
-      const body = Buffer.concat(this.collected);
+      // Usually the whole body came in one read: no copy then.
+      const body = this.collected.length === 1 ? (this.collected[0] as Uint8Array<ArrayBuffer>) : Buffer.concat(this.collected);
       this.collected = null;
       this.settle(body);
     }
@@ -587,13 +601,13 @@ class Exchange implements Stoppable {
     this.head = null;
     let res: Response;
     try {
-      res = new Response(body, { status: h.status, statusText: h.statusText, headers: responseHeaders(h.fields) });
+      res = new Response(body, { status: h.status, statusText: h.statusText, headers: h.hopByHop ? responseHeaders(h.fields) : h.fields });
     } catch (err) {
       this.reject(new UpstreamError(`unusable response from upstream: ${(err as Error).message}`, "BAD_UPSTREAM_RESPONSE"));
       this.conn.terminate();
       return undefined;
     }
-    if (!(body instanceof ReadableStream)) pooled.set(res, body === null ? 0 : (body as Uint8Array).length);
+    if (!(body instanceof ReadableStream)) handedOut.set(res, body === null ? 0 : (body as Uint8Array).length);
     this.resolve(res);
     return res;
   }

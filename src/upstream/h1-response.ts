@@ -10,12 +10,15 @@
  * connection closes. Interim 1xx responses (100 Continue, 103 Early Hints) are read and dropped:
  * the final response is what the client gets.
  */
+import { isHopByHop } from "../proxy/headers.ts";
 
 export interface ResponseHead {
   status: number;
   statusText: string;
   /** Field lines in arrival order, names as sent (Headers lower-cases them). */
   fields: [string, string][];
+  /** True when a field is hop-by-hop (RFC 9110 §7.6.1; a Connection field makes it so): false lets the pool hand `fields` on unfiltered. */
+  hopByHop: boolean;
   /** False when the connection cannot carry another exchange after this one. */
   keepAlive: boolean;
   /** The body's size when known before it is read (0: no body); undefined when chunked or until close. */
@@ -226,6 +229,7 @@ export class ResponseReader {
     let contentLength: number | undefined;
     let transferEncoding: string | undefined;
     let connection = "";
+    let hopByHop = false;
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i]!;
       const colon = line.indexOf(":");
@@ -247,6 +251,7 @@ export class ResponseReader {
       } else if (lower === "connection") {
         connection += `,${value.toLowerCase()}`;
       }
+      if (!hopByHop && isHopByHop(lower)) hopByHop = true;
       fields.push([name, value]);
     }
     if (status < 200) {
@@ -272,7 +277,7 @@ export class ResponseReader {
     if (state === "chunk-size") this.startChunkSize();
     const bodyLength = state === "done" ? 0 : state === "length" ? contentLength : undefined;
     if (state === "done" && more) this.keepAlive = false;
-    this.sink.head({ status, statusText: m[3] ?? "", fields, keepAlive: this.keepAlive, bodyLength });
+    this.sink.head({ status, statusText: m[3] ?? "", fields, hopByHop, keepAlive: this.keepAlive, bodyLength });
     if (state === "done") this.sink.end();
   }
 

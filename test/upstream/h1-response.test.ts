@@ -39,6 +39,18 @@ function eachCut(wire: string, check: (x: { r: ResponseReader; seen: Seen }) => 
 }
 
 describe("ResponseReader framing", () => {
+  test("the head says whether any field is hop-by-hop (the pool then filters; otherwise it hands the fields on as they are)", () => {
+    const hop = (fields: string) => {
+      const { r, seen } = reader();
+      r.feed(enc.encode(`HTTP/1.1 200 OK\r\n${fields}Content-Length: 0\r\n\r\n`));
+      return seen.heads[0]!.hopByHop;
+    };
+    expect(hop("Content-Type: text/plain\r\nX-Trace: 1\r\n")).toBe(false);
+    expect(hop("Keep-Alive: timeout=5\r\n")).toBe(true);
+    expect(hop("Connection: x-trace\r\nX-Trace: 1\r\n")).toBe(true);
+    expect(hop("PROXY-CONNECTION: keep-alive\r\n")).toBe(true);
+  });
+
   test("Content-Length body, cut anywhere, arrives whole and ends once; the connection is reusable", () => {
     const wire = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"a\":\"bcd\"}";
     eachCut(wire, ({ r, seen }) => {

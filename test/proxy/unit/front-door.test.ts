@@ -17,6 +17,21 @@ describe("Host", () => {
     expect(a.ok && { path: a.url.pathname, search: a.url.search, routed: a.routed }).toEqual({ path: "/api/%63hat", search: "?x=1", routed: "/api/chat" });
   });
 
+  test("a Host seen before: path and query are those of the URL parser, every time (the second is cut from the string)", () => {
+    const target = (url: string, host: string) => {
+      const a = admit(req(url, { host }), anyHost);
+      return a.ok ? [a.url.pathname, a.url.search] : a.reply.status;
+    };
+    for (let i = 0; i < 2; i++) {
+      expect(target("http://repeat.test:1/api/tags?x=1#frag", "repeat.test:1")).toEqual(["/api/tags", "?x=1"]);
+      expect(target("http://repeat.test:1/a#b?c", "repeat.test:1")).toEqual(["/a", ""]);
+      expect(target("http://repeat.test:1/a?", "repeat.test:1")).toEqual(["/a", ""]);
+      expect(target("http://[::1]:2/v1/x?y=%20", "[::1]:2")).toEqual(["/v1/x", "?y=%20"]);
+      // The URL parser refuses an IPv4 address with an octet over 255: refused again, never remembered.
+      expect(target("http://1.2.3.999/api/tags", "1.2.3.999")).toBe(400);
+    }
+  });
+
   test.each([
     ["no Host (HTTP/1.0)", "/api/tags", {}, "has no Host header"],
     ["an empty Host", "/api/tags", { host: "" }, "has no Host header"],
