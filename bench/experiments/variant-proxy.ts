@@ -3,7 +3,7 @@
  * the turnstile does, so the cost of each step can be measured under the same load:
  *   bare     Bun.serve → fetch → return the upstream Response as it is
  *   rewrap   + new Response(body, {status, headers}) with hop-by-hop headers stripped both ways
- *            and X-Forwarded-* set (src/proxy/headers.ts, as the turnstile does)
+ *            and X-Forwarded-* set (src/upstream/headers.ts, as the turnstile does)
  *   hono     + a Hono app in front (app.all("*")), as the turnstile's listener does
  *   wrapped  + the response body piped through a pull-based JS ReadableStream (onBodyDone)
  *   lean     the turnstile's pass-through semantics (hop-by-hop stripped both ways, Host and
@@ -15,8 +15,8 @@
  * Env: VARIANT, PORT, UPSTREAM.
  */
 import { Hono } from "hono";
-import { onBodyDone } from "../../src/proxy/forward.ts";
-import { clientResponseHeaders, upstreamRequestHeaders } from "../../src/proxy/headers.ts";
+import { onBodyDone } from "../../src/http/forward.ts";
+import { clientResponseHeaders, upstreamRequestHeaders } from "../../src/upstream/headers.ts";
 import { poolFor } from "../../src/upstream/h1-pool.ts";
 
 type BunInit = RequestInit & { decompress: boolean; duplex: "half" };

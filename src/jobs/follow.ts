@@ -5,7 +5,7 @@
  * because /free does not stop a running job and the GPU must not be handed on under it.
  */
 import type { ComfyClient, JobEnd, QueueView } from "../comfy/client.ts";
-import { sleep } from "../proxy/backoff.ts";
+import { sleep } from "../http/backoff.ts";
 
 /** Where /queue shows the job. */
 export type Place = "running" | "pending" | "absent";

@@ -6,7 +6,7 @@ import { JOB_OUTCOMES, type JobOutcome } from "../jobs/events.ts";
 import type { GpuState, LeaseKind } from "../lock/types.ts";
 import type { Listener, RequestClass as ProxyRequestClass } from "../proxy/classify.ts";
 import type { BusyReason } from "../proxy/llm-gate.ts";
-import { IDLE_REASONS, type IdleReason } from "../proxy/idle-watch.ts";
+import { IDLE_REASONS, type IdleReason } from "../http/idle-watch.ts";
 import { Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, Registry } from "./metrics.ts";
 
 export type { BusyReason, GpuState, IdleReason, Listener };

@@ -7,7 +7,7 @@ import type { ImageJobEvent } from "../jobs/events.ts";
 import type { RequestObserver } from "../proxy/app.ts";
 import type { Logger } from "./log.ts";
 import { formatBytes, formatDuration, logRequest } from "./request-log.ts";
-import type { IdleReason } from "../proxy/idle-watch.ts";
+import type { IdleReason } from "../http/idle-watch.ts";
 import { formatDuration as settingDuration } from "../config/duration.ts";
 import type { TurnstileMetrics, Upstream } from "./turnstile-metrics.ts";
 

@@ -7,8 +7,8 @@
  * every model the turnstile may have loaded (ModelMemory), and polling continues. An Ollama that
  * cannot say what it holds must not get to keep it under ComfyUI.
  */
-import { sleep } from "../proxy/backoff.ts";
-import { describeFetchError } from "../proxy/upstream-errors.ts";
+import { sleep } from "../http/backoff.ts";
+import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { UpstreamHttpError } from "../upstream/http.ts";
 import type { OllamaClient } from "./client.ts";
 

@@ -12,10 +12,10 @@ import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
 import type { BodyEnd } from "../upstream/h1-pool.ts";
 import { formatDuration } from "../config/duration.ts";
-import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply } from "./dialect.ts";
+import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply } from "../http/dialect.ts";
 import { admit, requestPath, type RequestTarget } from "./front-door.ts";
-import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "./forward.ts";
-import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "./idle-watch.ts";
+import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "../http/forward.ts";
+import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
 export interface RequestObserver {

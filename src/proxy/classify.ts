@@ -5,7 +5,10 @@
  * The table is matched against the path the upstream routes on (`routedPath`), never the raw
  * one: a request classified differently from how its upstream handles it would bypass the lock.
  */
-export type Listener = "ollama" | "comfy";
+import type { Listener } from "../http/dialect.ts";
+
+export type { Listener };
+
 /** "ws": websocket upgrades, which listener.ts relays before classification (they never lock). */
 export type RequestClass = "llm" | "image" | "pass" | "ws";
 

@@ -4,15 +4,13 @@
  * Content-Length. A request that fails gets a 4xx the caller writes in the client's dialect; none
  * of these checks throws, so a client's mistake is never a 500 or a stack trace.
  */
-import type { ErrorReply } from "./dialect.ts";
+import type { RequestTarget } from "../http/forward.ts";
+import type { ErrorReply } from "../http/dialect.ts";
 import { routedPath } from "./classify.ts";
 
 /** Path and query of a request, as `URL` has them (a URL will do wherever one is asked for). */
-export interface RequestTarget {
-  readonly pathname: string;
-  /** `?` and the query, or "". */
-  readonly search: string;
-}
+
+export type { RequestTarget };
 
 export type Admission =
   | {

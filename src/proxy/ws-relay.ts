@@ -6,8 +6,8 @@
  * never takes the GPU lock: it only carries progress messages about work the lock already covers.
  */
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
-import { targetUrl } from "./forward.ts";
-import { upstreamRequestHeaders } from "./headers.ts";
+import { targetUrl } from "../http/forward.ts";
+import { upstreamRequestHeaders } from "../upstream/headers.ts";
 import { closeActionFor } from "./ws-close.ts";
 
 export interface RelayData {

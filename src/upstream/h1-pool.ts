@@ -11,7 +11,7 @@
  * RFC 9110 §7.6.1) are dropped here already, so the proxy can hand the Response on untouched.
  */
 import type { Socket, SocketHandler } from "bun";
-import { isHopByHop } from "../proxy/headers.ts";
+import { isHopByHop } from "./headers.ts";
 import { ResponseReader, type ResponseHead, type ResponseSink } from "./h1-response.ts";
 
 export interface PoolRequest {
@@ -21,7 +21,7 @@ export interface PoolRequest {
   /**
    * Everything to send but the framing fields (Content-Length, Transfer-Encoding), which are set
    * here; or those fields already rendered as `name: value\r\n` lines, with the client's declared
-   * Content-Length apart (proxy/headers.ts's upstreamRequestHead).
+   * Content-Length apart (headers.ts's upstreamRequestHead).
    */
   headers: Headers | { lines: string; contentLength: string | null };
   /** Bytes are sent with a Content-Length; a stream with the client's Content-Length, else chunked. */
@@ -31,7 +31,7 @@ export interface PoolRequest {
   activity?: Activity;
 }
 
-/** What a watcher of an exchange's bytes sees (proxy/idle-watch.ts). */
+/** What a watcher of an exchange's bytes sees (http/idle-watch.ts). */
 export interface Activity {
   /** Set whenever a byte moved; the watcher clears it. */
   moved: boolean;

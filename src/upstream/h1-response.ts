@@ -10,7 +10,7 @@
  * connection closes. Interim 1xx responses (100 Continue, 103 Early Hints) are read and dropped:
  * the final response is what the client gets.
  */
-import { isHopByHop } from "../proxy/headers.ts";
+import { isHopByHop } from "./headers.ts";
 
 export interface ResponseHead {
   status: number;

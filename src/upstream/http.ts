@@ -1,5 +1,5 @@
 /** Small JSON calls the turnstile itself makes to an upstream (unload, history, free …). */
-import { basicAuth } from "../proxy/headers.ts";
+import { basicAuth } from "./headers.ts";
 import { poolFor } from "./h1-pool.ts";
 
 export class UpstreamHttpError extends Error {

@@ -4,7 +4,7 @@ import {
   createTurnstileMetrics,
   type LockSnapshot,
 } from "../../src/observe/turnstile-metrics.ts";
-import { IDLE_REASONS } from "../../src/proxy/idle-watch.ts";
+import { IDLE_REASONS } from "../../src/http/idle-watch.ts";
 import { PROMETHEUS_CONTENT_TYPE } from "../../src/observe/metrics.ts";
 import { parseExposition, sampleValue } from "../support/prom-parse.ts";
 

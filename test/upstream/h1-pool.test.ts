@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Server, Socket, TCPSocketListener } from "bun";
-import { isConnectPhaseError } from "../../src/proxy/upstream-errors.ts";
+import { isConnectPhaseError } from "../../src/upstream/upstream-errors.ts";
 import { onPooledBodyEnd, poolFor, type PoolRequest } from "../../src/upstream/h1-pool.ts";
 
 const enc = new TextEncoder();

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { clientResponseHeaders, stripHopByHop, upstreamRequestHeaders } from "../../../src/proxy/headers.ts";
+import { clientResponseHeaders, stripHopByHop, upstreamRequestHeaders } from "../../src/upstream/headers.ts";
 
 const HOP = [
   "connection",

@@ -4,7 +4,7 @@
  */
 import type { ComfyClient } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
-import { describeFetchError } from "../proxy/upstream-errors.ts";
+import { describeFetchError } from "../upstream/upstream-errors.ts";
 
 export type ProbeReport = (upstream: "ollama" | "comfy", up: boolean, detail: string) => void;
 

@@ -3,9 +3,11 @@
  * Ollama's native API (`{"error":"…"}`), the OpenAI-compatible API under /v1
  * (`{"error":{"message","type","param","code"}}`), or ComfyUI's (`{"error":{"type","message",…}}`).
  */
-import type { Listener } from "./classify.ts";
 
 export type Dialect = "ollama" | "openai" | "comfy";
+
+/** The two listeners; each answers in its upstream's dialect. */
+export type Listener = "ollama" | "comfy";
 
 export function dialectFor(listener: Listener, path: string): Dialect {
   if (listener === "comfy") return "comfy";

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { backoffDelays, sleep } from "../../../src/proxy/backoff.ts";
+import { backoffDelays, sleep } from "../../src/http/backoff.ts";
 
 test("delays start at the initial value, double, and stay at the cap", () => {
   const next = backoffDelays(1, 30);

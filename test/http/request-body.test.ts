@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { prepareBody } from "../../../src/proxy/request-body.ts";
-import type { ReplayableBody } from "../../../src/proxy/request-body.ts";
+import { prepareBody } from "../../src/http/request-body.ts";
+import type { ReplayableBody } from "../../src/http/request-body.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

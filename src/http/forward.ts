@@ -7,13 +7,12 @@
  */
 import { formatDuration } from "../config/duration.ts";
 import { backoffDelays, sleep } from "./backoff.ts";
-import { clientResponseHeaders, hasHopByHop, upstreamRequestHead, upstreamRequestHeaders } from "./headers.ts";
+import { clientResponseHeaders, hasHopByHop, upstreamRequestHead, upstreamRequestHeaders } from "../upstream/headers.ts";
 import { joinUrl } from "../upstream/http.ts";
 import { prepareBody } from "./request-body.ts";
 import { onPooledBodyEnd, pooledUpstream, type Activity, type BodyEnd, type PoolRequest } from "../upstream/h1-pool.ts";
 import { IdleTimeoutError, type IdleWatch } from "./idle-watch.ts";
-import type { RequestTarget } from "./front-door.ts";
-import { describeFetchError, isConnectPhaseError } from "./upstream-errors.ts";
+import { describeFetchError, isConnectPhaseError } from "../upstream/upstream-errors.ts";
 
 export interface Hold {
   release(): void;
@@ -34,6 +33,13 @@ export interface RetryNotice {
   attempt: number;
   delayMs: number;
   reason: string;
+}
+
+/** The path and query of a request as received (the front door cuts them from Bun's URL). */
+export interface RequestTarget {
+  readonly pathname: string;
+  /** `?` and the query, or "". */
+  readonly search: string;
 }
 
 export interface ForwardOptions {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { IdleTicker, IdleTimeoutError, type IdleReason } from "../../../src/proxy/idle-watch.ts";
+import { IdleTicker, IdleTimeoutError, type IdleReason } from "../../src/http/idle-watch.ts";
 
 function armed(ticker: IdleTicker, client = new AbortController()) {
   const fired: IdleReason[] = [];

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { onBodyDone, targetUrl, whenBodyDone } from "../../../src/proxy/forward.ts";
-import { IdleTicker, IdleTimeoutError } from "../../../src/proxy/idle-watch.ts";
-import type { BodyEnd } from "../../../src/upstream/h1-pool.ts";
+import { onBodyDone, targetUrl, whenBodyDone } from "../../src/http/forward.ts";
+import { IdleTicker, IdleTimeoutError } from "../../src/http/idle-watch.ts";
+import type { BodyEnd } from "../../src/upstream/h1-pool.ts";
 
 describe("targetUrl", () => {
   test.each([

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { dialectFor, errorBody, errorResponse } from "../../../src/proxy/dialect.ts";
+import { dialectFor, errorBody, errorResponse } from "../../src/http/dialect.ts";
 
 describe("dialectFor", () => {
   test.each([
