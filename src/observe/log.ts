@@ -296,8 +296,7 @@ class RootConsolaLogger extends ConsolaLogger implements RootLogger {
     this.sink.close();
   }
   batch(fn: () => void): void {
-    const outer = this.sink.cork;
-    if (outer) return fn();
+    if (this.sink.cork) return fn(); // already inside a batch: the outer one writes
     const lines: string[] = (this.sink.cork = []);
     try {
       fn();
