@@ -150,7 +150,7 @@ export function targets(r: Results): TargetCheck[] {
       measured: mib(mt.memOpen),
       goal: "< 60 MiB",
       pass: Number.isFinite(rss) ? rss < 60 : undefined,
-      context: `idle ${mib(mt.memIdle)} + ${perStream(mt)} per stream; bare Bun proxy: idle ${mib(mb?.memIdle)} + ${perStream(mb)} per stream`,
+      context: `idle ${mib(mt.memIdle)}${mt.memDashboards ? `, ${mib(mt.memDashboards)} with ${mt.dashboards} status pages open` : ""} + ${perStream(mt)} per stream; bare Bun proxy: idle ${mib(mb?.memIdle)} + ${perStream(mb)} per stream`,
     });
   }
   const su = r.startup?.find((s) => s.binary === "gpu-turnstile" && s.how.startsWith("as a user starts it"));

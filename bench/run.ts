@@ -65,6 +65,8 @@ const S = {
   downloadSeconds: quick ? 2 : 3,
   manyStreams: 1000,
   manyDeadlineMs: 30_000,
+  /** Status pages left open (/turnstile/events readers) during the turnstile's idle and 1,000-stream RSS. */
+  dashboards: 100,
   slowTokenDelayMs: 500,
   handoffCycles: quick ? 3 : 20,
   startupRuns: quick ? 3 : 10,
@@ -234,7 +236,8 @@ async function main(): Promise<number> {
     for (const [subject, start] of starters) {
       const p = await start();
       try {
-        rows.push(await manyStreams({ subject, url: p.urls["ollama.slow"]! }, { streams: S.manyStreams, deadlineMs: S.manyDeadlineMs, memory: () => p.memory(), note }));
+        const dashboards = subject === "turnstile" ? S.dashboards : 0;
+        rows.push(await manyStreams({ subject, url: p.urls["ollama.slow"]! }, { streams: S.manyStreams, deadlineMs: S.manyDeadlineMs, memory: () => p.memory(), note, dashboards }));
       } finally {
         await p.stop();
       }

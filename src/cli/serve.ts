@@ -7,10 +7,12 @@ import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
+import { settingsObject } from "../observe/startup.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import { useColor } from "../runtime/color.ts";
 import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
 import type { ServiceHost } from "../service/index.ts";
+import { reportStatus } from "../service/notify-status.ts";
 import { BindError, startTurnstile, type Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 
@@ -36,9 +38,6 @@ export function configAnchor(): string {
 export function wantColor(env: Record<string, string | undefined>): boolean {
   return useColor(process.stderr, env);
 }
-
-/** Shortest interval between two GPU-state reports to the service manager. */
-const STATUS_EVERY_MS = 250;
 
 /** Signals closer together than this are one keypress delivered twice. */
 const SAME_SIGNAL_MS = 1000;
@@ -106,10 +105,17 @@ export function lifecycleLogger(l: Loaded, env: Record<string, string | undefine
   return createLogger({ level: "info", format: l.config.logFormat, file: l.config.logFile || undefined, color: wantColor(env) });
 }
 
+/** The banner, in one write: text lists one setting a line, JSON gives them as one object. */
 export function logStartup(l: Loaded, notice: RootLogger): void {
-  notice.info(`gpu-turnstile ${VERSION} starting`, { config: l.source });
-  for (const line of l.describe) notice.info(`  ${line}`);
-  for (const w of l.warnings) notice.warn(w);
+  notice.batch(() => {
+    if (notice.format === "json") {
+      notice.info(`gpu-turnstile ${VERSION} starting`, { config: l.source, settings: settingsObject(l.config) });
+    } else {
+      notice.info(`gpu-turnstile ${VERSION} starting`, { config: l.source });
+      for (const line of l.describe) notice.info(`  ${line}`);
+    }
+    for (const w of l.warnings) notice.warn(w);
+  });
 }
 
 export interface Running {
@@ -159,24 +165,8 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   }
   logStartup(l, notice);
   host?.ready();
-  if (host && host.kind !== "console") {
-    // What `systemctl status` shows. Busy chat traffic flips idle <-> llm thousands of times a
-    // second; the service manager hears the state at most every STATUS_EVERY_MS, the last one included.
-    const tellState = () => {
-      const s = turnstile.lock.snapshot();
-      host.status(`GPU ${s.state}, ${s.llmInflight} LLM request(s), ${s.imageWaiting} image job(s) waiting`);
-    };
-    let pending: ReturnType<typeof setTimeout> | undefined;
-    tellState();
-    turnstile.lock.onEvent((e) => {
-      if (e.type !== "transition" || pending) return;
-      pending = setTimeout(() => {
-        pending = undefined;
-        tellState();
-      }, STATUS_EVERY_MS);
-      pending.unref();
-    });
-  }
+  // What `systemctl status` shows: state, holders and waiters, at most 4 times a second.
+  const stopStatus = host && host.kind !== "console" ? reportStatus({ snapshot: () => turnstile.lock.snapshot(), send: (t) => host.status(t) }) : () => {};
 
   let resolveDone!: (code: number) => void;
   const done = new Promise<number>((r) => (resolveDone = r));
@@ -209,8 +199,9 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     if (stopping) return;
     stopping = true;
     stopUpdater();
+    stopStatus();
     host?.stopping();
-    notice.info(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout: `${config.shutdownTimeoutMs}ms` });
+    notice.info(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout_ms: config.shutdownTimeoutMs });
     void turnstile.stop().then(() => {
       notice.info("stopped");
       resolveDone(code);

@@ -6,6 +6,14 @@
  *        bare when the value has no space, quote, `=` or control character, else JSON-quoted.)
  * JSON:  `{"time":"…","level":"warn","msg":"…",…fields}` — one object per line.
  *
+ * Units: a field named `*_ms` holds a duration in milliseconds and `*_bytes` a size in bytes, as
+ * numbers. JSON keeps them so; text shows them in human units under the name without the suffix
+ * (`wait_ms: 8780` → `wait=8.78s`, `vram_bytes: 2684354560` → `vram=2.5GiB`).
+ *
+ * Levels: debug < info < warn < error, plus `notice` — the few lines an operator wants from a
+ * quiet service at the default level (LOGLEVEL=warn): an image job's summary, an upstream coming
+ * up, a lease. It is written whenever warn is, labelled `INFO` (it is not a problem).
+ *
  * Every line is written synchronously (fs.writeSync), so a line logged right before
  * process.exit() is never lost, on a pipe as well as in LOG_FILE.
  */
@@ -14,6 +22,7 @@ import { dirname } from "node:path";
 import { createConsola, type ConsolaInstance, type LogObject } from "consola/core";
 import { redactCredentials } from "../config/redact.ts";
 import type { LogFormat, LogLevel } from "../config/types.ts";
+import { formatBytes, formatDuration } from "./units.ts";
 
 export type { LogFormat, LogLevel };
 export type Fields = Record<string, unknown>;
@@ -23,6 +32,8 @@ export interface Logger {
   info(msg: string, fields?: Fields): void;
   warn(msg: string, fields?: Fields): void;
   error(msg: string, fields?: Fields): void;
+  /** Shown at the default level (whenever warn is), labelled INFO: see the header. */
+  notice(msg: string, fields?: Fields): void;
   /** A logger that adds `fields` to every line (call-site fields win on a clash). */
   child(fields: Fields): Logger;
   /** True when a line at `level` would be written; lets callers skip building expensive fields. */
@@ -36,6 +47,8 @@ export interface Logger {
 export interface RootLogger extends Logger {
   /** Closes LOG_FILE. Nothing is buffered, so this is only about the descriptor. */
   close(): void;
+  /** Lines logged inside `fn` reach the destination in one write (the start-up banner). */
+  batch(fn: () => void): void;
 }
 
 /** Anything with a write(string) method: a capture array in tests, a Node stream, … */
@@ -137,7 +150,11 @@ export function formatTextLine(time: Date, level: LogLevel, msg: string, fields:
   const lvl = level.toUpperCase().padEnd(5);
   const ts = time.toISOString();
   let line = color ? `${ANSI.gray}${ts}${ANSI.reset} ${LEVEL_COLOR[level]}${lvl}${ANSI.reset} ${oneLine(msg, true)}` : `${ts} ${lvl} ${oneLine(msg, false)}`;
-  for (const [k, v] of fields) {
+  for (let [k, v] of fields) {
+    if (typeof v === "number") {
+      if (k.endsWith("_ms")) [k, v] = [k.slice(0, -3), formatDuration(v)];
+      else if (k.endsWith("_bytes")) [k, v] = [k.slice(0, -6), formatBytes(v)];
+    }
     line += color ? ` ${ANSI.gray}${k}=${ANSI.reset}${textValue(v)}` : ` ${k}=${textValue(v)}`;
   }
   return line + "\n";
@@ -251,13 +268,16 @@ class ConsolaLogger implements Logger {
   error(msg: string, fields?: Fields): void {
     this.emit("error", msg, fields);
   }
+  notice(msg: string, fields?: Fields): void {
+    if (this.enabled("warn")) this.emit("info", msg, fields, true);
+  }
 
   child(fields: Fields): Logger {
     return new ConsolaLogger(this.core, { ...this.bindings, ...fields });
   }
 
-  private emit(level: LogLevel, msg: string, fields: Fields | undefined): void {
-    if (!this.enabled(level)) return;
+  private emit(level: LogLevel, msg: string, fields: Fields | undefined, notice = false): void {
+    if (!notice && !this.enabled(level)) return;
     const merged = fields ? { ...this.bindings, ...fields } : this.bindings;
     // Passed as a log object so consola keeps our fields next to the message untouched.
     // `args: []` keeps an empty message a log object rather than a stray argument.
@@ -268,17 +288,27 @@ class ConsolaLogger implements Logger {
 class RootConsolaLogger extends ConsolaLogger implements RootLogger {
   constructor(
     core: Core,
-    private readonly sink: Sink,
+    private readonly sink: Sink & { cork?: string[] },
   ) {
     super(core, {});
   }
   close(): void {
     this.sink.close();
   }
+  batch(fn: () => void): void {
+    if (this.sink.cork) return fn(); // already inside a batch: the outer one writes
+    const lines: string[] = (this.sink.cork = []);
+    try {
+      fn();
+    } finally {
+      this.sink.cork = undefined;
+      if (lines.length > 0) this.sink.write(lines.join(""));
+    }
+  }
 }
 
 export function createLogger(opts: LoggerOptions): RootLogger {
-  const sink: Sink = opts.file
+  const sink: Sink & { cork?: string[] } = opts.file
     ? openLogFile(opts.file)
     : opts.stream
       ? { write: (line) => void opts.stream?.write(line), close: () => {} }
@@ -295,11 +325,14 @@ export function createLogger(opts: LoggerOptions): RootLogger {
       const time = now();
       const line = opts.format === "json" ? formatJsonLine(time, level, msg, fields) : formatTextLine(time, level, msg, fields, color);
       // Whatever a caller put into a message or field — an upstream URL, an error quoting one — its credentials stay out.
-      sink.write(redactCredentials(line));
+      const safe = redactCredentials(line);
+      if (sink.cork) sink.cork.push(safe);
+      else sink.write(safe);
     },
   };
   const consola = createConsola({
-    level: CONSOLA_LEVEL[opts.level],
+    // Notices pass consola's filter whatever the level; emit() has already decided for them.
+    level: CONSOLA_LEVEL.debug,
     reporters: [reporter],
     // consola folds identical lines arriving in quick succession; every request line must be kept.
     throttle: 0,
@@ -350,6 +383,9 @@ class DelegatingLogger implements Logger {
   }
   error(msg: string, fields?: Fields): void {
     this.target().error(msg, fields);
+  }
+  notice(msg: string, fields?: Fields): void {
+    this.target().notice(msg, fields);
   }
   child(fields: Fields): Logger {
     return new DelegatingLogger({ ...this.bindings, ...fields });

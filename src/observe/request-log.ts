@@ -14,6 +14,7 @@
  */
 import type { Logger } from "./log.ts";
 import type { Listener, RequestClass } from "./turnstile-metrics.ts";
+import { formatBytes, formatDuration } from "./units.ts";
 
 export type RequestDir = "-->" | "<--";
 
@@ -27,6 +28,10 @@ export interface RequestLineInfo {
   bytes?: number;
   listener: Listener;
   class: RequestClass;
+  /** The peer's address. */
+  client?: string;
+  /** An LLM request's model, once its body was read (absent on `-->`). */
+  model?: string;
 }
 
 const CYAN = "\x1b[36m";
@@ -35,27 +40,7 @@ const YELLOW = "\x1b[33m";
 const RED = "\x1b[31m";
 const RESET = "\x1b[0m";
 
-/** `0.4ms`, `12.3ms`, `1.25s`, `2m03s`, `1h02m` — short, and sortable by eye within a unit. */
-export function formatDuration(ms: number): string {
-  if (!Number.isFinite(ms) || ms < 0) return "-";
-  if (ms < 1000) return `${ms.toFixed(1)}ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(2)}s`;
-  const totalS = Math.floor(ms / 1000);
-  if (totalS < 3600) return `${Math.floor(totalS / 60)}m${String(totalS % 60).padStart(2, "0")}s`;
-  const totalM = Math.floor(totalS / 60);
-  return `${Math.floor(totalM / 60)}h${String(totalM % 60).padStart(2, "0")}m`;
-}
-
-/** `0B`, `512B`, `12.3KiB`, `4.6MiB`, `1.2GiB`: one decimal, the unit switched before it would read 1024.0. */
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n}B`;
-  let v = n / 1024;
-  for (const unit of ["KiB", "MiB"]) {
-    if (v < 1023.95) return `${v.toFixed(1)}${unit}`;
-    v /= 1024;
-  }
-  return `${v.toFixed(1)}GiB`;
-}
+export { formatBytes, formatDuration } from "./units.ts";
 
 export type StatusColor = "green" | "yellow" | "red";
 
@@ -84,14 +69,16 @@ export function formatRequestLine(dir: RequestDir, info: RequestLineInfo, color 
 }
 
 /**
- * Logs one request line at info. Text: the line plus `listener=… class=…`; JSON: the line as
- * `msg` (never coloured) plus every part as its own field, for machines.
+ * Logs one request line at info. Text: the line plus `client=… model=… listener=… class=…`;
+ * JSON: the line as `msg` (never coloured) plus every part as its own field, for machines.
  */
 export function logRequest(logger: Logger, dir: RequestDir, info: RequestLineInfo): void {
   if (!logger.enabled("info")) return;
   const msg = formatRequestLine(dir, info, logger.color);
   if (logger.format === "json") {
     logger.info(msg, {
+      client: info.client,
+      model: info.model,
       listener: info.listener,
       class: info.class,
       method: info.method,
@@ -101,6 +88,6 @@ export function logRequest(logger: Logger, dir: RequestDir, info: RequestLineInf
       bytes: info.bytes,
     });
   } else {
-    logger.info(msg, { listener: info.listener, class: info.class });
+    logger.info(msg, { client: info.client, model: info.model, listener: info.listener, class: info.class });
   }
 }

@@ -1,18 +1,20 @@
 /**
  * Turns what happens (requests, lock transitions, image-job phases, upstream health) into log
- * lines and metrics, in one place. Operators get one line per state transition and per job phase.
+ * lines and metrics, in one place. Which lines an operator sees at which level is in SPEC.md
+ * ("Logging"): at the default level, one summary per image job, upstream health changes, and
+ * whatever went wrong; at info, every request and every job phase; at debug, every GPU transition.
  */
 import type { LockEvent } from "../lock/index.ts";
 import type { ImageJobEvent } from "../jobs/events.ts";
 import type { RequestObserver } from "../proxy/app.ts";
 import type { Logger } from "./log.ts";
-import { formatBytes, formatDuration, logRequest } from "./request-log.ts";
+import { logRequest } from "./request-log.ts";
 import type { IdleReason } from "../http/idle-watch.ts";
 import { formatDuration as settingDuration } from "../config/duration.ts";
 import type { TurnstileMetrics, Upstream } from "./turnstile-metrics.ts";
 
-const ms = (v: number) => formatDuration(v);
-const mib = (b: number | undefined) => (b === undefined ? "?" : `${(b / 1024 / 1024).toFixed(0)}MiB`);
+/** Durations in log fields: whole-ish milliseconds (a µs is noise to an operator and to a parser). */
+const msField = (v: number) => Math.round(v * 10) / 10;
 
 const IDLE_WHY: Record<IdleReason, string> = {
   request_body: "the client's request body stopped arriving",
@@ -34,7 +36,7 @@ export function requestObserver(log: Logger, metrics: TurnstileMetrics): Request
         log.warn(`${r.listener} answer cut off by the upstream`, {
           request: `${r.method} ${r.path}`,
           status: r.status,
-          sent: formatBytes(r.bytes ?? 0),
+          sent_bytes: r.bytes ?? 0,
           reason: r.cut.reason,
         });
       }
@@ -54,9 +56,10 @@ export function requestObserver(log: Logger, metrics: TurnstileMetrics): Request
     },
     retry(listener, n) {
       metrics.upstreamRetries.inc({ upstream: listener });
-      log.warn(`${listener} upstream unavailable, retrying in ${ms(n.delayMs)}`, {
+      log.warn(`${listener} upstream unavailable, retrying`, {
         request: `${n.method} ${n.path}`,
         attempt: n.attempt,
+        delay_ms: msField(n.delayMs),
         reason: n.reason,
       });
     },
@@ -75,48 +78,59 @@ export function lockLogger(log: Logger): (e: LockEvent) => void {
         llm_waiting: e.snapshot.llmWaiting,
       });
     } else if (e.type === "abandoned") {
-      log.debug(`${e.kind} waiter left after ${ms(e.waitedMs)}`, { lease: e.id });
+      log.debug(`${e.kind} waiter left`, { lease: e.id, wait_ms: msField(e.waitedMs) });
     }
   };
 }
 
+/** What one image job's summary line reports, gathered from its phases. */
+interface JobTimes {
+  promptId?: string;
+  waitedMs: number;
+  unloadMs: number;
+  jobMs?: number;
+  freeMs?: number;
+}
+
 export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJobEvent) => void {
+  // Jobs between their first grant and their end; a job that retried adds up its waits and unloads.
+  const jobs = new Map<number, JobTimes>();
+  const times = (jobId: number): JobTimes => {
+    let t = jobs.get(jobId);
+    if (!t) jobs.set(jobId, (t = { waitedMs: 0, unloadMs: 0 }));
+    return t;
+  };
   return (e) => {
     switch (e.phase) {
       case "acquired":
-        if (e.joined) log.info(`image job ${e.jobId}: joined the image session after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
-        else log.info(`image job ${e.jobId}: GPU acquired after ${ms(e.waitedMs)}`, { job: e.jobId, wait: ms(e.waitedMs) });
+        times(e.jobId).waitedMs += e.waitedMs;
+        log.info(e.joined ? `image job ${e.jobId}: joined the image session` : `image job ${e.jobId}: GPU acquired`, { job: e.jobId, wait_ms: msField(e.waitedMs) });
         return;
       case "unloaded":
         metrics.unloadSeconds.observe({}, e.durationMs / 1000);
+        times(e.jobId).unloadMs += e.durationMs;
         if (e.complete) {
-          log.info(`image job ${e.jobId}: Ollama empty after ${ms(e.durationMs)}`, {
-            job: e.jobId,
-            unloaded: e.models.join(",") || "-",
-            unload: ms(e.durationMs),
-          });
+          log.info(`image job ${e.jobId}: Ollama empty`, { job: e.jobId, unloaded: e.models.join(",") || "-", unload_ms: msField(e.durationMs) });
         } else {
           log.warn(`image job ${e.jobId}: Ollama unload not confirmed, continuing`, {
             job: e.jobId,
             tried: e.models.join(",") || "-",
-            unload: ms(e.durationMs),
+            unload_ms: msField(e.durationMs),
             reason: e.error,
           });
         }
         return;
       case "retrying":
-        log.warn(`image job ${e.jobId}: ComfyUI unavailable, retrying in ${ms(e.delayMs)}`, { job: e.jobId, attempt: e.attempt, reason: e.reason });
+        log.warn(`image job ${e.jobId}: ComfyUI unavailable, retrying`, { job: e.jobId, attempt: e.attempt, delay_ms: msField(e.delayMs), reason: e.reason });
         return;
       case "forwarded":
-        log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, {
-          job: e.jobId,
-          prompt_id: e.promptId ?? "-",
-          forward: ms(e.durationMs),
-        });
+        if (e.promptId) times(e.jobId).promptId = e.promptId;
+        log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, { job: e.jobId, prompt_id: e.promptId ?? "-", forward_ms: msField(e.durationMs) });
         return;
       case "finished": {
         metrics.jobSeconds.observe({}, e.durationMs / 1000);
-        const fields = { job: e.jobId, prompt_id: e.promptId, job_time: ms(e.durationMs) };
+        times(e.jobId).jobMs = e.durationMs;
+        const fields = { job: e.jobId, prompt_id: e.promptId, job_ms: msField(e.durationMs) };
         const prefix = `image job ${e.jobId}: prompt`;
         if (e.end === "timeout") log.warn(`${prefix} not seen finished within JOB_TIMEOUT`, fields);
         else if (e.end === "lost") log.warn(`${prefix} lost: ComfyUI no longer has it (restarted?)`, fields);
@@ -126,41 +140,56 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         return;
       }
       case "unstoppable":
-        log.error(`image job ${e.jobId}: prompt did not stop within FREE_TIMEOUT of /interrupt; keeping the GPU up to ${ms(e.graceMs)} more`, {
+        log.error(`image job ${e.jobId}: prompt did not stop within FREE_TIMEOUT of /interrupt; keeping the GPU longer`, {
           job: e.jobId,
           prompt_id: e.promptId,
+          grace_ms: msField(e.graceMs),
         });
         return;
       case "freed": {
         metrics.freeSeconds.observe({}, e.durationMs / 1000);
         if (e.vramBefore !== undefined && e.vramAfter !== undefined) metrics.vramReclaimedBytes.set({}, Math.max(0, e.vramBefore - e.vramAfter));
+        times(e.jobId).freeMs = e.durationMs;
         const fields = {
           job: e.jobId,
           prompt_id: e.promptId ?? "-",
-          free: ms(e.durationMs),
-          vram_before: mib(e.vramBefore),
-          vram_after: mib(e.vramAfter),
+          free_ms: msField(e.durationMs),
+          vram_before_bytes: e.vramBefore,
+          vram_after_bytes: e.vramAfter,
         };
         if (e.released) log.info(`image job ${e.jobId}: ComfyUI memory released`, fields);
         else log.warn(`image job ${e.jobId}: ComfyUI memory release not confirmed`, { ...fields, reason: e.error });
         return;
       }
-      case "released":
+      case "released": {
         metrics.imageJobs.inc({ outcome: e.outcome });
-        log.info(e.gpuReleased ? `image job ${e.jobId}: GPU released (${e.outcome})` : `image job ${e.jobId}: done (${e.outcome}); its image session goes on`, {
+        const t = jobs.get(e.jobId) ?? { waitedMs: 0, unloadMs: 0 };
+        jobs.delete(e.jobId);
+        // The one line a quiet service writes per image job (SPEC.md, "Logging").
+        log.notice(`image job ${e.jobId} ${e.outcome}${e.gpuReleased ? "; GPU released" : "; its image session goes on"}`, {
           job: e.jobId,
-          prompt_id: e.promptId ?? "-",
-          held: ms(e.heldMs),
+          prompt_id: e.promptId ?? t.promptId ?? "-",
+          outcome: e.outcome,
+          wait_ms: msField(t.waitedMs),
+          unload_ms: msField(t.unloadMs),
+          job_ms: t.jobMs === undefined ? undefined : msField(t.jobMs),
+          free_ms: t.freeMs === undefined ? undefined : msField(t.freeMs),
+          held_ms: msField(e.heldMs),
         });
         return;
-      case "session_ended":
+      }
+      case "session_ended": {
         metrics.imageSessions.inc({});
         metrics.sessionJobs.observe({}, e.jobs);
-        log.info(`image session ended: ${e.jobs} job${e.jobs === 1 ? "" : "s"} in ${ms(e.durationMs)}`, { jobs: e.jobs });
+        // A one-job session's end says nothing its job's summary did not.
+        const fields = { jobs: e.jobs, session_ms: msField(e.durationMs) };
+        if (e.jobs > 1) log.notice(`image session ended after ${e.jobs} jobs; GPU released`, fields);
+        else log.debug("image session ended", fields);
         return;
+      }
       case "warmed":
         if (e.error) log.warn(`warm-up of ${e.model} failed`, { model: e.model, reason: e.error });
-        else log.info(`warmed ${e.model} in ${ms(e.durationMs)}`, { model: e.model });
+        else log.info(`warmed ${e.model}`, { model: e.model, warm_ms: msField(e.durationMs) });
         return;
       case "warm_skipped":
         log.debug(`warm-up of ${e.model} skipped: ${e.reason}`);
@@ -178,6 +207,6 @@ export function upstreamHealthLogger(log: Logger, metrics: TurnstileMetrics) {
     if (before === up) return;
     if (!up) log.warn(`${upstream} is down`, { reason: detail });
     else if (before === false) log.warn(`${upstream} recovered`, { version: detail });
-    else log.info(`${upstream} is up`, { version: detail });
+    else log.notice(`${upstream} is up`, { version: detail });
   };
 }

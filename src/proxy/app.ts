@@ -18,13 +18,19 @@ import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } 
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
+/** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
+export interface RequestInfo {
+  listener: Listener;
+  method: string;
+  path: string;
+  class: RequestClass | "internal";
+  client?: string;
+  model?: string;
+}
+
 export interface RequestObserver {
-  start(r: { listener: Listener; method: string; path: string; class: RequestClass | "internal" }): void;
-  end(r: {
-    listener: Listener;
-    method: string;
-    path: string;
-    class: RequestClass | "internal";
+  start(r: RequestInfo): void;
+  end(r: RequestInfo & {
     status: number;
     /** From arrival until the response body ended (or was cut). */
     durationMs: number;
@@ -48,6 +54,8 @@ export interface LlmTracker<T = unknown> {
   admitted(t: T): void;
   /** The buffered request body, when there is one (to read the model from). */
   body(t: T, bytes: Uint8Array): void;
+  /** The model the body named, once it was read; for the request log. */
+  model(t: T): string | undefined;
   end(t: T): void;
 }
 
@@ -83,7 +91,7 @@ export interface ListenerAppDeps {
   llmTracker?: LlmTracker;
 }
 
-type Info = Parameters<RequestObserver["start"]>[0];
+type Info = RequestInfo;
 
 /** Status written to the request log when the client went away before an answer (nginx's 499). */
 export const CLIENT_CLOSED = 499;
@@ -126,15 +134,15 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   });
 
   /** A request refused at the door: counted and logged like any other, answered in its dialect. */
-  const refused = (req: Request, cls: RequestClass, reply: ErrorReply): Response => {
-    const info = { listener, method: req.method, path: requestPath(req.url), class: cls };
+  const refused = (req: Request, cls: RequestClass, reply: ErrorReply, client?: string): Response => {
+    const info: Info = { listener, method: req.method, path: requestPath(req.url), class: cls, client };
     observer.start(info);
     return answered(errorResponse(dialectFor(listener, info.path), reply), req.signal, observer, info, performance.now());
   };
 
   const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
     const door = admit(req, deps.hostAllowed);
-    if (!door.ok) return refused(req, "pass", door.reply);
+    if (!door.ok) return refused(req, "pass", door.reply, clientIp);
     const { url } = door;
     // After the door, not before: the Host rules guard these pages (DNS rebinding) like the proxy.
     if (deps.turnstile && isTurnstilePath(door.routed)) {
@@ -143,7 +151,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     }
     const cls = classify(listener, req.method, door.routed);
     const t0 = performance.now();
-    const info = { listener, method: req.method, path: url.pathname, class: cls };
+    const info: Info = { listener, method: req.method, path: url.pathname, class: cls, client: clientIp };
     observer.start(info);
     try {
       if (cls === "llm") return await proxyLLM(req, url, clientIp, deps, info, t0);
@@ -239,6 +247,7 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
       onBody: tracker && ((b) => tracker.body(tracked, b)),
     });
   } catch (err) {
+    if (tracker) info.model = tracker.model(tracked);
     tracker?.end(tracked);
     if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
     if (!(err instanceof GpuBusyError)) throw err;
@@ -253,6 +262,8 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
     });
     return answered(busy, req.signal, deps.observer, info, t0);
   }
+  // Read once the body went upstream (the upstream answers after it); only the log wants it.
+  if (tracker) info.model = tracker.model(tracked);
   if (!result.ok) {
     tracker?.end(tracked);
     return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);

@@ -170,6 +170,10 @@ export class StatusModel {
     modelFieldWatcher((m) => (r.model = m))(bytes);
   }
 
+  model(r: LlmRequest): string | undefined {
+    return r.model;
+  }
+
   /** Idempotent: a stream's end and its client's abort may both report it. */
   end(r: LlmRequest): void {
     this.#requests.delete(r.id);

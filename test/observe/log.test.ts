@@ -269,3 +269,55 @@ describe("the process-wide log", () => {
     expect(() => setLogger(log.child({ a: 1 }))).toThrow();
   });
 });
+
+describe("units: *_ms and *_bytes", () => {
+  test("text shows human units under the name without the suffix; JSON keeps the numbers", () => {
+    const fields = { wait_ms: 8780, vram_after_bytes: 2560 * 1024 * 1024, job: 3, note_ms: "n/a" };
+    const text = capture();
+    text.logger.warn("m", fields);
+    expect(text.lines[0]).toBe("2026-12-02T16:01:29.123Z WARN  m wait=8.78s vram_after=2.5GiB job=3 note_ms=n/a\n");
+    const json = capture({ format: "json" });
+    json.logger.warn("m", fields);
+    expect(JSON.parse(json.lines[0]!)).toMatchObject({ wait_ms: 8780, vram_after_bytes: 2684354560, job: 3 });
+  });
+});
+
+describe("notice", () => {
+  test("shown at the default level (warn) and above, labelled INFO; not at error", () => {
+    for (const level of ["debug", "info", "warn"] as const) {
+      const { logger, lines } = capture({ level });
+      logger.notice("image job 1 completed", { job: 1 });
+      expect(lines).toEqual(["2026-12-02T16:01:29.123Z INFO  image job 1 completed job=1\n"]);
+    }
+    const quiet = capture({ level: "error" });
+    quiet.logger.notice("image job 1 completed");
+    expect(quiet.lines).toEqual([]);
+  });
+
+  test("a child and the process-wide log carry it too", () => {
+    const { logger, lines } = capture({ level: "warn" });
+    const prev = setLogger(logger);
+    try {
+      log.child({ job: 2 }).notice("n");
+    } finally {
+      setLogger(prev);
+    }
+    expect(lines).toEqual(["2026-12-02T16:01:29.123Z INFO  n job=2\n"]);
+  });
+});
+
+describe("batch", () => {
+  test("lines logged inside reach the destination in one write, in order", () => {
+    const { logger, lines } = capture();
+    logger.batch(() => {
+      logger.info("a");
+      logger.child({ k: 1 }).warn("b");
+      logger.batch(() => logger.info("c"));
+    });
+    logger.info("d");
+    expect(lines).toEqual([
+      "2026-12-02T16:01:29.123Z INFO  a\n2026-12-02T16:01:29.123Z WARN  b k=1\n2026-12-02T16:01:29.123Z INFO  c\n",
+      "2026-12-02T16:01:29.123Z INFO  d\n",
+    ]);
+  });
+});

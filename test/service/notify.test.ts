@@ -8,6 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { notifySockAddr, statusMessage, watchdogIntervalMs } from "../../src/service/notify-address.ts";
 import { createNotifier } from "../../src/service/notify.ts";
+import { reportStatus } from "../../src/service/notify-status.ts";
+import { GpuLock } from "../../src/lock/index.ts";
 
 const python = Bun.which("python3");
 
@@ -85,6 +87,23 @@ describe.skipIf(!python)("createNotifier with a real socket", () => {
     cleanups.push(() => n.close());
     expect(n.ready()).toBe(false);
     expect(n.problem).toMatch(/sendto\(\) failed: errno 111/); // ECONNREFUSED
+  });
+
+  test("STATUS= follows a waiter joining the queue, on the real beat, with no state change", async () => {
+    const name = `@gpu-turnstile-status-${process.pid}-${Date.now()}`;
+    const rx = await receiver(name);
+    const n = createNotifier({ NOTIFY_SOCKET: name });
+    cleanups.push(() => n.close());
+    const lock = new GpuLock();
+    const chat = await lock.acquireLLM();
+    const stop = reportStatus({ snapshot: () => lock.snapshot(), send: (t) => n.status(t) });
+    cleanups.push(stop);
+    expect(await rx.next()).toBe("STATUS=GPU llm: 1 LLM request(s) running, 0 waiting; 0 image job(s) waiting");
+    const image = lock.acquireImage();
+    expect(await rx.next()).toBe("STATUS=GPU llm: 1 LLM request(s) running, 0 waiting; 1 image job(s) waiting");
+    chat.release();
+    (await image).release();
+    expect(await rx.next()).toBe("STATUS=GPU idle: 0 LLM request(s) running, 0 waiting; 0 image job(s) waiting");
   });
 
   test("after close nothing is sent", async () => {

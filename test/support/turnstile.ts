@@ -49,7 +49,7 @@ export function startTestTurnstile(env: Record<string, string>): TestTurnstile {
   const logLines: string[] = [];
   const log: RootLogger = createLogger({
     level: config.logLevel,
-    format: "text",
+    format: config.logFormat,
     stream: { write: (line: string) => logLines.push(line) },
   });
   const t = startTurnstile({ config, log, version: "v0.0.0-test" });

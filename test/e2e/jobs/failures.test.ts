@@ -37,7 +37,7 @@ async function expectReleasedOnce(stack: Stack, outcome: ImageJobOutcome): Promi
   const counts = await jobCounts(stack.t);
   expect({ outcome, count: counts[outcome] }).toEqual({ outcome, count: 1 });
   expect(total(counts)).toBe(1);
-  expect(stack.t.logLines.filter((l) => l.includes(": GPU released ("))).toHaveLength(1);
+  expect(stack.t.logLines.filter((l) => l.includes("; GPU released"))).toHaveLength(1);
   expect(stack.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
   expect(stack.t.tracker.active()).toEqual([]);
   // The GPU is usable right away: a chat goes through.
@@ -243,7 +243,7 @@ describe("ComfyUI's answer to /prompt", () => {
     await expectReleasedOnce(s, "completed");
     expect(callsTo(comfy.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(1);
     expect(callsTo(comfy.calls, "/free")).toHaveLength(1);
-    expect(s.t.logLines.some((l) => l.includes("GPU released (completed)") && l.includes(id))).toBe(true);
+    expect(s.t.logLines.some((l) => l.includes("completed; GPU released") && l.includes(id))).toBe(true);
   });
 });
 
@@ -365,7 +365,7 @@ describe("after ComfyUI accepted the job", () => {
     expect(callsTo(s.comfy!.calls, "/system_stats").filter((c) => c.at > free.at).length).toBeGreaterThanOrEqual(3);
     const warn = warnLines(s.t, "memory release not confirmed");
     expect(warn).toHaveLength(1);
-    expect(warn[0]).toContain("vram_after=8192MiB");
+    expect(warn[0]).toContain("vram_after=8.0GiB");
     expect(warn[0]).toContain("FREE_TIMEOUT");
     await expectReleasedOnce(s, "completed");
   });

@@ -46,7 +46,7 @@ async function deadComfy(): Promise<{ url: string; port: number }> {
 
 /** The delays announced by "retrying in …" warn lines matching `match`, in ms. */
 function announcedDelays(stack: Stack, match: string): number[] {
-  return warnLines(stack.t, match).map((l) => Number(/retrying in ([\d.]+)ms/.exec(l)?.[1]));
+  return warnLines(stack.t, match).map((l) => Number(/ delay=([\d.]+)ms/.exec(l)?.[1]));
 }
 
 describe("connection refused: retried with backoff until the upstream is back", () => {

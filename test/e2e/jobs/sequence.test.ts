@@ -123,7 +123,7 @@ describe.each(["/prompt", "/api/prompt"])("one image job through %s", (path) => 
 
     // One log line per phase, each naming the job and (once known) its prompt_id.
     const jobLines = s.t.logLines.filter((l) => l.includes("image job"));
-    for (const phase of ["GPU acquired", "Ollama empty", "ComfyUI answered 200", "prompt success", "memory released", "GPU released (completed)"]) {
+    for (const phase of ["GPU acquired", "Ollama empty", "ComfyUI answered 200", "prompt success", "memory released", "completed; GPU released"]) {
       expect(jobLines.some((l) => l.includes(phase))).toBe(true);
     }
     expect(jobLines.filter((l) => l.includes(FIXTURE_PROMPT_ID)).length).toBeGreaterThanOrEqual(4);

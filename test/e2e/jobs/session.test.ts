@@ -69,7 +69,8 @@ describe("image sessions", () => {
     expect(await jobCounts(s.t)).toMatchObject({ completed: 4 });
     expect(s.t.logLines.filter((l) => l.includes("joined the image session"))).toHaveLength(3);
     expect(s.t.logLines.filter((l) => l.includes("its image session goes on"))).toHaveLength(3);
-    expect(s.t.logLines.filter((l) => l.includes("GPU released (completed)"))).toHaveLength(1);
+    expect(s.t.logLines.filter((l) => l.includes("completed; GPU released"))).toHaveLength(1);
+    expect(s.t.logLines.filter((l) => l.includes("image session ended after 4 jobs; GPU released"))).toHaveLength(1);
     expect(await metric(s, "gpu_turnstile_image_sessions_total")).toBe(1);
     expect(await metric(s, "gpu_turnstile_image_session_jobs_sum")).toBe(4);
   });

@@ -42,7 +42,7 @@ describe("a disabled consumer", () => {
       expect(comfy.calls.map((c) => c.path)).toContain("/free");
       // No unload phase at all: nothing was asked of an Ollama, nothing was logged about one.
       expect(t.logLines.filter((l) => /ollama/i.test(l))).toEqual([]);
-      expect(t.logLines.some((l) => l.includes("GPU released (completed)"))).toBe(true);
+      expect(t.logLines.some((l) => l.includes("completed; GPU released"))).toBe(true);
       const m = await scrape(t.comfyUrl);
       expect(sampleValue(m, "gpu_turnstile_image_jobs_total", { outcome: "completed" })).toBe(1);
       expect(sampleValue(m, "gpu_turnstile_unload_seconds_count")).toBe(0);

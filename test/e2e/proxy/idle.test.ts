@@ -37,7 +37,7 @@ async function slotReleased(): Promise<void> {
 
 /** An image job gets the GPU and runs to its end, Ollama unloaded first: the ledger shows no overlap. */
 async function imageJobRuns(): Promise<void> {
-  const completed = () => s.t.logLines.filter((l) => l.includes("GPU released (completed)")).length;
+  const completed = () => s.t.logLines.filter((l) => l.includes("completed; GPU released")).length;
   const before = completed();
   await startImageJob(s.t, 50);
   await s.t.settled();
