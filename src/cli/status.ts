@@ -55,8 +55,11 @@ function renderEvent(event: string, data: any): string | undefined {
   return undefined;
 }
 
-export async function statusCommand(opts: StatusCommandOptions): Promise<number> {
-  const out = opts.out ?? ((s: string) => void process.stdout.write(s));
+/**
+ * The running instance to talk to (`--url`, else the config's LISTEN_*) and the headers that carry
+ * the config's ADMIN_TOKEN. Undefined, with the reason on stderr, when neither can be had.
+ */
+export function findInstance(opts: { configPath?: string; url?: string; env?: Record<string, string | undefined> }): { base: string; headers: Record<string, string> } | undefined {
   let base = opts.url?.replace(/\/+$/, "");
   let token = "";
   try {
@@ -66,10 +69,17 @@ export async function statusCommand(opts: StatusCommandOptions): Promise<number>
   } catch (err) {
     if (!(err instanceof ConfigError) || base === undefined) {
       process.stderr.write(`gpu-turnstile: ${err instanceof Error ? err.message : String(err)} (or name the instance with --url)\n`);
-      return 1;
+      return undefined;
     }
   }
-  const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  return { base, headers: token ? { authorization: `Bearer ${token}` } : {} };
+}
+
+export async function statusCommand(opts: StatusCommandOptions): Promise<number> {
+  const out = opts.out ?? ((s: string) => void process.stdout.write(s));
+  const instance = findInstance(opts);
+  if (!instance) return 1;
+  const { base, headers } = instance;
   const path = opts.watch ? "/turnstile/events" : "/turnstile/status";
   let res: Response;
   try {
