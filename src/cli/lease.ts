@@ -39,15 +39,35 @@ export async function leaseCommand(opts: LeaseCommandOptions): Promise<number> {
     say(`gpu-turnstile: --ttl: ${err instanceof Error ? err.message : String(err)}\n`);
     return 2;
   }
+  // One handler for the whole run: before the command starts, Ctrl-C (or SIGTERM, SIGHUP) gives
+  // up the wait (the turnstile drops the request); once it runs, the signal is the command's to
+  // act on, and the lease is given back when it exits.
+  const waiting = new AbortController();
+  let child: ReturnType<typeof Bun.spawn> | undefined;
+  const handlers = FORWARDED.map((sig) => {
+    const handler = () => (child ? child.kill(sig) : waiting.abort());
+    process.on(sig, handler);
+    return () => process.off(sig, handler);
+  });
+  try {
+    return await leaseAndRun(opts, say, ttl, ttlMs, waiting.signal, (c) => (child = c));
+  } finally {
+    for (const off of handlers) off();
+  }
+}
+
+async function leaseAndRun(
+  opts: LeaseCommandOptions,
+  say: (text: string) => void,
+  ttl: string,
+  ttlMs: number,
+  interrupted: AbortSignal,
+  started: (child: ReturnType<typeof Bun.spawn>) => void,
+): Promise<number> {
   const instance = findInstance(opts);
   if (!instance) return 1;
   const { base, headers } = instance;
   const holder = opts.holder ?? basename(opts.command[0]!);
-
-  // Ctrl-C while waiting for the GPU gives up the wait (the turnstile drops the request).
-  const waiting = new AbortController();
-  const stopWaiting = () => waiting.abort();
-  process.once("SIGINT", stopWaiting);
   say(`gpu-turnstile: asking ${base} for the GPU (holder ${JSON.stringify(holder)}, ttl ${ttl})…\n`);
   let lease: { id: string; expires_at: string };
   try {
@@ -55,7 +75,7 @@ export async function leaseCommand(opts: LeaseCommandOptions): Promise<number> {
       method: "POST",
       headers: { ...headers, "content-type": "application/json" },
       body: JSON.stringify({ holder, ttl }),
-      signal: waiting.signal,
+      signal: interrupted,
     });
     const body = (await res.json().catch(() => ({}))) as { id?: string; expires_at?: string; error?: string };
     if (!res.ok || !body.id) {
@@ -64,32 +84,31 @@ export async function leaseCommand(opts: LeaseCommandOptions): Promise<number> {
     }
     lease = { id: body.id, expires_at: body.expires_at ?? "" };
   } catch (err) {
-    if (waiting.signal.aborted) {
+    if (interrupted.aborted) {
       say("gpu-turnstile: gave up waiting for the GPU; the command was not run\n");
       return 130;
     }
     say(`gpu-turnstile: no turnstile answers at ${base}: ${err instanceof Error ? err.message : String(err)}; the command was not run\n`);
     return 1;
-  } finally {
-    process.off("SIGINT", stopWaiting);
+  }
+  const leaseUrl = `${base}/turnstile/lease/${lease.id}`;
+  if (interrupted.aborted) {
+    // Interrupted just as the lease came: it is given back, the command not run.
+    await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
+    say("gpu-turnstile: interrupted; the lease was given back and the command not run\n");
+    return 130;
   }
   say(`gpu-turnstile: GPU leased (${lease.id}); running ${opts.command.join(" ")}\n`);
 
-  const leaseUrl = `${base}/turnstile/lease/${lease.id}`;
   let child: ReturnType<typeof Bun.spawn>;
   try {
     child = Bun.spawn(opts.command, { stdio: ["inherit", "inherit", "inherit"] });
+    started(child);
   } catch (err) {
     say(`gpu-turnstile: could not start ${opts.command[0]}: ${err instanceof Error ? err.message : String(err)}\n`);
     await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
     return 127;
   }
-  // The command decides when to stop: signals meant for us are passed on, not obeyed.
-  const forward = FORWARDED.map((sig) => {
-    const handler = () => child.kill(sig);
-    process.on(sig, handler);
-    return () => process.off(sig, handler);
-  });
   let lost = false;
   const renewer = setInterval(
     async () => {
@@ -103,7 +122,6 @@ export async function leaseCommand(opts: LeaseCommandOptions): Promise<number> {
   );
   const code = await child.exited;
   clearInterval(renewer);
-  for (const off of forward) off();
   if (!lost) await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
   // Killed by a signal: the shell's convention, 128 + its number.
   const sig = child.signalCode;

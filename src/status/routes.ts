@@ -67,6 +67,11 @@ async function steer(s: Steering, req: Request, path: string, by: string): Promi
     if (req.method !== "POST") return notAllowed(req, path, "POST");
     const body = await leaseBody(req);
     const lease = await s.take(body.holder ?? `client ${by}`, body.ttlMs, by, req.signal);
+    // The asker hung up as the lease came: nobody would give it back before its TTL.
+    if (req.signal.aborted) {
+      s.giveBack(lease.id);
+      return new Response(null, { status: 499 });
+    }
     return Response.json({ id: lease.id, holder: lease.holder, expires_at: new Date(lease.expires_at).toISOString() });
   }
   const m = LEASE_PATH.exec(path);

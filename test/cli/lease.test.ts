@@ -7,7 +7,7 @@ import { afterEach, expect, test } from "bun:test";
 import { normalizeArgv } from "../../src/cli/argv.ts";
 import { leaseCommand, releaseCommand } from "../../src/cli/lease.ts";
 import type { LeaseEvent } from "../../src/status/steer.ts";
-import { startStack, type Stack } from "../e2e/jobs/helpers.ts";
+import { startStack, type Stack, until } from "../e2e/jobs/helpers.ts";
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -65,3 +65,24 @@ test("release revokes a lease held by another program", async () => {
   expect(out).toContain(`lease ${id} revoked`);
   expect(t.lock.state).toBe("idle");
 });
+
+test("Ctrl-C on gpu-turnstile lease goes to the command; the lease is given back and the exit says it was interrupted", async () => {
+  stack = await startStack();
+  const { t } = stack;
+  const main = new URL("../../src/main.ts", import.meta.url).pathname;
+  const proc = Bun.spawn([process.execPath, main, "lease", "--url", t.ollamaUrl, "--holder", "sleeper", "--", "sleep", "30"], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  // Its stderr says when the command has started (the lease is held from before that).
+  let said = "";
+  const reading = (async () => {
+    for await (const chunk of proc.stderr.pipeThrough(new TextDecoderStream())) said += chunk;
+  })();
+  await until(() => said.includes("GPU leased"), "the command started", 10_000);
+  expect(t.lock.state).toBe("lease");
+  proc.kill("SIGINT");
+  expect(await proc.exited).toBe(130);
+  expect(t.lock.state).toBe("idle");
+  await reading;
+}, 20_000);
