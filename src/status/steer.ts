@@ -32,7 +32,6 @@ export type LeaseEnd = "returned" | "expired" | "revoked" | "stopped";
 export type LeaseEvent = { event: "grant" | "renew"; lease: LeaseView } | { event: "end"; lease: LeaseView; reason: LeaseEnd; by?: string };
 
 export interface SteerLog {
-  info(msg: string, fields?: Record<string, unknown>): void;
   warn(msg: string, fields?: Record<string, unknown>): void;
 }
 
@@ -137,7 +136,8 @@ export class Steering {
     const since = this.#now();
     const view: LeaseView = { id: crypto.randomUUID(), holder, by, since, expires_at: since + ttlMs };
     this.#held = { view, ttlMs, lock, timer: this.#arm(view.id, ttlMs) };
-    this.#d.log.info(`GPU leased to ${JSON.stringify(holder)}`, { lease: view.id, holder, client: by, ttl_ms: ttlMs });
+    // Leases are rare, deliberate and change what every client sees: said at the default level.
+    this.#d.log.warn(`GPU leased to ${JSON.stringify(holder)}`, { lease: view.id, holder, client: by, ttl_ms: ttlMs });
     this.#d.onLease({ event: "grant", lease: { ...view } });
     return { ...view };
   }
@@ -194,9 +194,8 @@ export class Steering {
     h.lock.release();
     const heldMs = this.#now() - h.view.since;
     const fields = { lease: h.view.id, holder: h.view.holder, held_ms: heldMs, reason };
-    // An expiry is a bound reached (the holder stopped renewing): said louder than a return.
     if (reason === "expired") this.#d.log.warn(`GPU lease of ${JSON.stringify(h.view.holder)} expired: not renewed within its TTL`, fields);
-    else this.#d.log.info(`GPU lease of ${JSON.stringify(h.view.holder)} ended (${reason})`, fields);
+    else this.#d.log.warn(`GPU lease of ${JSON.stringify(h.view.holder)} ended (${reason})`, fields);
     this.#d.onLease(by ? { event: "end", lease: { ...h.view }, reason, by } : { event: "end", lease: { ...h.view }, reason });
     return h.view.id;
   }

@@ -32,7 +32,7 @@ test("client addresses are shown to loopback and to the admin token only", async
 test("steering: a non-loopback client without the token gets 403 JSON, 127.x and the token pass; can_steer tells the page", async () => {
   const lock = new GpuLock();
   const model = new StatusModel({ version: "v1", lock, upstreams: [] });
-  const log = { info() {}, warn() {} };
+  const log = { warn() {} };
   const steering = new Steering({
     lock,
     llm: { cutAll: () => 0 },
