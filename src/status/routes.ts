@@ -88,9 +88,14 @@ async function steer(s: Steering, req: Request, path: string, by: string): Promi
   return Response.json({ id: lease.id, ended: true });
 }
 
+/** A lease request's body is a few dozen bytes; more is a mistake. */
+const MAX_LEASE_BODY = 4096;
+
 /** `{"holder": "...", "ttl": "2h"}`, both optional; an empty body is `{}`. */
 async function leaseBody(req: Request): Promise<{ holder?: string; ttlMs?: number }> {
+  if (Number(req.headers.get("content-length") ?? 0) > MAX_LEASE_BODY) throw new LeaseRefused(413, `gpu-turnstile: a lease request body is at most ${MAX_LEASE_BODY} bytes`);
   const text = await req.text();
+  if (text.length > MAX_LEASE_BODY) throw new LeaseRefused(413, `gpu-turnstile: a lease request body is at most ${MAX_LEASE_BODY} bytes`);
   if (text.trim() === "") return {};
   let body: unknown;
   try {

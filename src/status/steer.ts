@@ -88,6 +88,8 @@ export class Steering {
   readonly #d: SteeringDeps;
   readonly #now: () => number;
   #held: Held | undefined;
+  /** A lease whose card is being emptied: a force-release ends it before it is granted. */
+  #preparing: AbortController | undefined;
 
   constructor(deps: SteeringDeps) {
     this.#d = deps;
@@ -104,6 +106,7 @@ export class Steering {
    * usual way, freeing ComfyUI before it hands the GPU on. The lock goes on to the next waiter.
    */
   async release(by: string): Promise<{ lease: string | null; llm_cut: number; jobs_interrupted: string[] }> {
+    this.#preparing?.abort();
     const lease = this.#held ? this.#end("revoked", by) : null;
     const llmCut = this.#d.llm.cutAll(new ForceReleased(by));
     // A job's follow and its /free are tracked apart: one prompt id may show twice.
@@ -125,13 +128,17 @@ export class Steering {
     const ttlMs = ttl ?? Math.min(DEFAULT_TTL_MS, this.#d.settings.maxTtlMs);
     this.#checkTtl(ttlMs);
     const lock = await this.#d.lock.acquireLease(signal);
+    const preparing = (this.#preparing = new AbortController());
     try {
       const problem = await this.#emptyGpu();
       if (problem) throw new LeaseRefused(503, `gpu-turnstile: could not empty the GPU for the lease: ${problem}`);
       signal.throwIfAborted();
+      if (preparing.signal.aborted) throw new LeaseRefused(409, "gpu-turnstile: the GPU was force-released while it was being emptied for this lease");
     } catch (err) {
       lock.release();
       throw err;
+    } finally {
+      this.#preparing = undefined;
     }
     const since = this.#now();
     const view: LeaseView = { id: crypto.randomUUID(), holder, by, since, expires_at: since + ttlMs };

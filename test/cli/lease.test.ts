@@ -6,6 +6,7 @@
 import { afterEach, expect, test } from "bun:test";
 import { normalizeArgv } from "../../src/cli/argv.ts";
 import { leaseCommand, releaseCommand } from "../../src/cli/lease.ts";
+import { statusCommand } from "../../src/cli/status.ts";
 import type { LeaseEvent } from "../../src/status/steer.ts";
 import { startStack, type Stack, until } from "../e2e/jobs/helpers.ts";
 
@@ -60,6 +61,10 @@ test("release revokes a lease held by another program", async () => {
   const { t } = stack;
   const res = await fetch(`${t.ollamaUrl}/turnstile/lease`, { method: "POST", body: '{"holder":"game"}' });
   const { id } = (await res.json()) as { id: string };
+  let shown = "";
+  expect(await statusCommand({ url: t.ollamaUrl, json: false, watch: false, env, out: (s) => (shown += s) })).toBe(0);
+  expect(shown).toContain(`lease: game (${id})`);
+  expect(shown).toContain("GPU: lease for");
   let out = "";
   expect(await releaseCommand({ url: t.ollamaUrl, out: (s) => (out += s) })).toBe(0);
   expect(out).toContain(`lease ${id} revoked`);

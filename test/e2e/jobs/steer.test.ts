@@ -160,3 +160,18 @@ test("a lease whose renewals stop ends at its TTL; renewing keeps it; a ttl abov
   expect(gone.status).toBe(404);
   expect((await chat(t)).status).toBe(200);
 });
+
+test("a force-release while the card is being emptied for a lease ends that lease before it is granted", async () => {
+  s = await startStack({ ollama: { unloadMs: 600 } });
+  const { t } = s;
+  expect((await chat(t)).status).toBe(200);
+  const asked = takeLease(t.ollamaUrl, { holder: "late" });
+  await until(() => t.lock.state === "lease", "the lease emptying the card");
+  const r = await release(t.ollamaUrl);
+  expect(r.status).toBe(200);
+  const res = await asked;
+  expect(res.status).toBe(409);
+  expect((await res.json()).error).toContain("force-released");
+  expect(t.lock.state).toBe("idle");
+  expect((await status(t.ollamaUrl)).lease).toBeNull();
+});
