@@ -69,7 +69,7 @@ async function leaseAndRun(
   const { base, headers } = instance;
   const holder = opts.holder ?? basename(opts.command[0]!);
   say(`gpu-turnstile: asking ${base} for the GPU (holder ${JSON.stringify(holder)}, ttl ${ttl})…\n`);
-  let lease: { id: string; expires_at: string };
+  let leaseId: string;
   try {
     const res = await fetch(`${base}/turnstile/lease`, {
       method: "POST",
@@ -77,12 +77,12 @@ async function leaseAndRun(
       body: JSON.stringify({ holder, ttl }),
       signal: interrupted,
     });
-    const body = (await res.json().catch(() => ({}))) as { id?: string; expires_at?: string; error?: string };
+    const body = (await res.json().catch(() => ({}))) as { id?: string; error?: string };
     if (!res.ok || !body.id) {
       say(`gpu-turnstile: no lease, the command was not run: ${body.error ?? `${base} answered ${res.status}`}\n`);
       return 1;
     }
-    lease = { id: body.id, expires_at: body.expires_at ?? "" };
+    leaseId = body.id;
   } catch (err) {
     if (interrupted.aborted) {
       say("gpu-turnstile: gave up waiting for the GPU; the command was not run\n");
@@ -91,14 +91,14 @@ async function leaseAndRun(
     say(`gpu-turnstile: no turnstile answers at ${base}: ${err instanceof Error ? err.message : String(err)}; the command was not run\n`);
     return 1;
   }
-  const leaseUrl = `${base}/turnstile/lease/${lease.id}`;
+  const leaseUrl = `${base}/turnstile/lease/${leaseId}`;
   if (interrupted.aborted) {
     // Interrupted just as the lease came: it is given back, the command not run.
     await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
     say("gpu-turnstile: interrupted; the lease was given back and the command not run\n");
     return 130;
   }
-  say(`gpu-turnstile: GPU leased (${lease.id}); running ${opts.command.join(" ")}\n`);
+  say(`gpu-turnstile: GPU leased (${leaseId}); running ${opts.command.join(" ")}\n`);
 
   let child: ReturnType<typeof Bun.spawn>;
   try {
