@@ -28,6 +28,7 @@ import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./obse
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { statusRoutes } from "./status/routes.ts";
+import { Steering } from "./status/steer.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -49,6 +50,8 @@ export interface Turnstile {
   readonly metrics: TurnstileMetrics;
   /** What /turnstile/status shows. */
   readonly status: StatusModel;
+  /** Force-release and GPU leases (POST /turnstile/release, /turnstile/lease). */
+  readonly steering: Steering;
   readonly listeners: BoundListener[];
   listener(name: Listener): BoundListener | undefined;
   health(): HealthBody;
@@ -143,6 +146,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
   };
   const estimator = new BusyEstimator();
+  // Every LLM exchange holding a slot is watched, so a force-release can cut it; with
+  // LLM_IDLE_TIMEOUT 0 the ticker never ticks and only keeps that list.
+  const llmWatches = new IdleTicker(config.llmIdleTimeoutMs, config.llmIdleTimeoutMs > 0);
   const fixedRetryAfter = config.busyRetryAfterS;
   const retry: RetryPolicy = {
     backoffInitialMs: config.backoffInitialMs,
@@ -151,6 +157,23 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     max5xxRetries: MAX_5XX_RETRIES,
     retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
+  const steering = new Steering({
+    lock,
+    llm: llmWatches,
+    jobs: tracker,
+    comfy,
+    ollama,
+    settings: {
+      maxTtlMs: config.leaseMaxTtlMs,
+      unloadTimeoutMs: config.unloadTimeoutMs,
+      unloadPollIntervalMs: config.unloadPollIntervalMs,
+      probeTimeoutMs: config.probeTimeoutMs,
+      freeTimeoutMs: config.freeTimeoutMs,
+      pollMs: config.historyPollIntervalMs,
+    },
+    log,
+    onLease: (e) => status.onLease(e),
+  });
   const common = {
     lock,
     retry,
@@ -164,10 +187,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       },
     },
     observer: requestObserver(log, metrics),
-    idle: config.llmIdleTimeoutMs > 0 ? new IdleTicker(config.llmIdleTimeoutMs) : undefined,
+    idle: llmWatches,
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
-    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken }),
+    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering }),
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 
@@ -272,6 +295,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     tracker,
     metrics,
     status,
+    steering,
     listeners: bound,
     listener: (name) => bound.find((b) => b.name === name),
     health,
@@ -287,6 +311,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      steering.stop();
       hub.closeAll();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });

@@ -4,7 +4,7 @@
  * `--force-update`, `--version`, the legacy `service install|remove`, and `help [command]`. Pure,
  * so every spelling is tested without running anything.
  */
-export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo", "config", "status"] as const;
+export const COMMANDS = ["run", "version", "install-service", "remove-service", "force-update", "demo", "config", "status", "lease", "release"] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 const FLAG_COMMANDS: Record<string, CommandName> = {
@@ -42,6 +42,16 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
     { name: "url", value: true },
     { name: "json", value: false },
     { name: "watch", value: false },
+  ],
+  lease: [
+    { name: "config", value: true },
+    { name: "url", value: true },
+    { name: "ttl", value: true },
+    { name: "holder", value: true },
+  ],
+  release: [
+    { name: "config", value: true },
+    { name: "url", value: true },
   ],
   demo: [
     { name: "once", value: false },
@@ -83,7 +93,11 @@ export function normalizeArgv(input: readonly string[]): Normalized {
   };
   for (let i = 0; i < input.length; i++) {
     const a = input[i]!;
-    if (a === "--help" || a === "-h" || a === "-help") {
+    if (a === "--" && command === "lease") {
+      // Everything after it is the leased command's, its own flags included.
+      rest.push(...input.slice(i));
+      break;
+    } else if (a === "--help" || a === "-h" || a === "-help") {
       help = true;
     } else if (a in FLAG_COMMANDS) {
       setCommand(FLAG_COMMANDS[a]!, a);
@@ -123,6 +137,7 @@ function checkFlags(command: CommandName, args: readonly string[]): void {
   const allowed = COMMAND_FLAGS[command];
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
+    if (a === "--" && command === "lease") return;
     if (!a.startsWith("-")) {
       throw new UsageError(`unexpected argument "${a}"${command === "run" ? ` (commands: ${COMMAND_WORDS})` : ""}`, command);
     }

@@ -86,6 +86,37 @@ const commands: Record<CommandName, CommandDef<any>> = {
       process.exitCode = await statusCommand({ configPath: args.config, url: args.url, json: args.json === true, watch: args.watch === true, signal: stop.signal });
     },
   }),
+  lease: defineCommand({
+    meta: { name: "lease", description: "Borrow the whole GPU for a command: lease [--ttl 2h] [--holder NAME] -- <command> [args…]" },
+    args: {
+      config: configArg,
+      url: { type: "string", description: "the instance to ask (default: from the config's LISTEN_*)", valueHint: "http://host:port" },
+      ttl: { type: "string", description: "how long the lease lasts without a renewal (renewed while the command runs; at most LEASE_MAX_TTL)", valueHint: "2h" },
+      holder: { type: "string", description: "the name the status page shows (default: the command's name)" },
+    },
+    async run({ args, rawArgs }) {
+      const { leaseCommand } = await import("./lease.ts");
+      const dash = rawArgs.indexOf("--");
+      process.exitCode = await leaseCommand({
+        configPath: args.config,
+        url: args.url,
+        ttl: args.ttl,
+        holder: args.holder,
+        command: dash < 0 ? [] : rawArgs.slice(dash + 1),
+      });
+    },
+  }),
+  release: defineCommand({
+    meta: { name: "release", description: "Force-release the GPU: cut LLM streams, interrupt image jobs, revoke a lease" },
+    args: {
+      config: configArg,
+      url: { type: "string", description: "the instance to ask (default: from the config's LISTEN_*)", valueHint: "http://host:port" },
+    },
+    async run({ args }) {
+      const { releaseCommand } = await import("./lease.ts");
+      process.exitCode = await releaseCommand({ configPath: args.config, url: args.url });
+    },
+  }),
   demo: defineCommand({
     meta: { name: "demo", description: "Watch it work: simulated Ollama and ComfyUI sharing one simulated GPU" },
     args: {

@@ -35,6 +35,7 @@ export function renderStatus(doc: StatusDoc): string {
   const run = doc.image.running;
   if (run) lines.push(`image: job ${run.job}${run.prompt_id ? ` prompt ${run.prompt_id}` : ""} ${run.phase}, holding ${dur(run.age_ms)}`);
   if (doc.image.queued > 0) lines.push(`image: ${doc.image.queued} waiting`);
+  if (doc.lease) lines.push(`lease: ${doc.lease.holder} (${doc.lease.id}), held ${dur(doc.lease.age_ms)}, ends in ${dur(doc.lease.expires_in_ms)} unless renewed`);
   lines.push(`llm: ${doc.llm.inflight} in flight, ${doc.llm.waiting} waiting${doc.llm.waiting ? ` (oldest ${dur(doc.llm.oldest_wait_ms)})` : ""}`);
   for (const r of doc.llm.requests) {
     lines.push(`  ${r.waiting ? "waits" : "holds"} ${r.path}${r.model ? ` ${r.model}` : ""}${r.client ? ` from ${r.client}` : ""} ${dur(r.age_ms)}`);
@@ -51,12 +52,16 @@ function renderEvent(event: string, data: any): string | undefined {
   if (event === "state") return `${t} GPU ${data.from} -> ${data.state}\n`;
   if (event === "job") return `${t} image job ${data.job}${data.prompt_id ? ` (${data.prompt_id})` : ""}: ${data.phase}${data.outcome ? ` ${data.outcome}` : ""}\n`;
   if (event === "upstream") return `${t} ${data.name} ${data.up ? "up" : `down: ${data.reason ?? "?"}`}\n`;
+  if (event === "lease") return `${t} GPU lease ${data.lease.id} of ${data.lease.holder}: ${data.event}${data.reason ? ` (${data.reason})` : ""}\n`;
   if (event === "holders") return `${t} llm ${data.llm.inflight} in flight, ${data.llm.waiting} waiting; image ${data.image.running ? data.image.running.phase : "none"}, ${data.image.queued} queued\n`;
   return undefined;
 }
 
-export async function statusCommand(opts: StatusCommandOptions): Promise<number> {
-  const out = opts.out ?? ((s: string) => void process.stdout.write(s));
+/**
+ * The running instance to talk to (`--url`, else the config's LISTEN_*) and the headers that carry
+ * the config's ADMIN_TOKEN. Undefined, with the reason on stderr, when neither can be had.
+ */
+export function findInstance(opts: { configPath?: string; url?: string; env?: Record<string, string | undefined> }): { base: string; headers: Record<string, string> } | undefined {
   let base = opts.url?.replace(/\/+$/, "");
   let token = "";
   try {
@@ -66,10 +71,17 @@ export async function statusCommand(opts: StatusCommandOptions): Promise<number>
   } catch (err) {
     if (!(err instanceof ConfigError) || base === undefined) {
       process.stderr.write(`gpu-turnstile: ${err instanceof Error ? err.message : String(err)} (or name the instance with --url)\n`);
-      return 1;
+      return undefined;
     }
   }
-  const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  return { base, headers: token ? { authorization: `Bearer ${token}` } : {} };
+}
+
+export async function statusCommand(opts: StatusCommandOptions): Promise<number> {
+  const out = opts.out ?? ((s: string) => void process.stdout.write(s));
+  const instance = findInstance(opts);
+  if (!instance) return 1;
+  const { base, headers } = instance;
   const path = opts.watch ? "/turnstile/events" : "/turnstile/status";
   let res: Response;
   try {

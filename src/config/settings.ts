@@ -289,6 +289,13 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Request bodies up to this many bytes with a Content-Length are buffered so a 5xx can be replayed; larger or chunked ones stream and are never replayed; 0 = never buffer.",
   },
   {
+    key: "LEASE_MAX_TTL",
+    field: "leaseMaxTtlMs",
+    default: "12h",
+    kind: "duration",
+    doc: "The longest TTL a GPU lease (POST /turnstile/lease, gpu-turnstile lease) may ask for at a time; a lease not renewed within its TTL ends.",
+  },
+  {
     key: "ADMIN_TOKEN",
     field: "adminToken",
     default: "",

@@ -44,6 +44,7 @@ export interface Config {
   updateRepo: string;
   updateAsset: string;
   /** "" = only loopback clients are trusted */
+  leaseMaxTtlMs: number;
   adminToken: string;
   appVer: string;
   cfgVer: string;

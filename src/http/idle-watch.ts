@@ -77,7 +77,16 @@ export class IdleWatch implements Activity {
     // The slot first: whatever the abort below sets in motion, the GPU is free now.
     this.release();
     this.onFire(reason);
-    const err = new IdleTimeoutError(reason);
+    this.#stop(new IdleTimeoutError(reason));
+  }
+
+  /** Ends the exchange from outside (a force-release): the slot comes back, the stream is cut with `err`. */
+  cut(err: Error): void {
+    this.release();
+    this.#stop(err);
+  }
+
+  #stop(err: Error): void {
     this.running?.stop(err);
     this.ac?.abort(err);
   }
@@ -90,7 +99,10 @@ export class IdleTicker {
   private readonly watches = new Set<IdleWatch>();
   private timer: ReturnType<typeof setInterval> | undefined;
 
-  /** `autoTick: false` leaves ticking to the caller (tests). */
+  /**
+   * `autoTick: false` leaves ticking to the caller (tests), or, with LLM_IDLE_TIMEOUT 0, to no one:
+   * the ticker then only keeps the armed watches, for `cutAll`.
+   */
   constructor(
     readonly timeoutMs: number,
     private readonly autoTick = true,
@@ -124,6 +136,13 @@ export class IdleTicker {
       clearInterval(this.timer);
       this.timer = undefined;
     }
+  }
+
+  /** Cuts every armed exchange (POST /turnstile/release); returns how many. */
+  cutAll(err: Error): number {
+    const all = [...this.watches];
+    for (const w of all) w.cut(err);
+    return all.length;
   }
 
   tick(): void {

@@ -40,6 +40,10 @@ import type { GpuLockOptions, GpuState, ImageLease, Lease, LeaseKind, LockEvent,
  * the first queued image job go first, and that image job opens the next session once they have
  * drained. With `imageSessionMaxMs` 0 (the default) every image job is its own session and the
  * image priority above holds unchanged.
+ *
+ * GPU leases (`acquireLease`): the whole card for a program outside the turnstile. A lease queues
+ * with the image jobs and is granted like one (no LLM in flight, no image session open), but it
+ * opens no session and nothing joins it: while it is held no LLM slot and no image job is granted.
  */
 export class GpuLock {
   readonly #now: () => number;
@@ -49,6 +53,8 @@ export class GpuLock {
   readonly #sessionMaxMs: number;
 
   #llmInflight = 0;
+  /** An outside program holds the whole GPU. */
+  #leased = false;
   /** The image session holding the GPU, if any. */
   #session: Session | undefined;
   readonly #imageQueue: Waiter[] = [];
@@ -123,19 +129,31 @@ export class GpuLock {
     return promise;
   }
 
+  /** The whole GPU for an outside program: queued and granted like an image job, exclusive of everything. */
+  acquireLease(signal?: AbortSignal): Promise<Lease> {
+    const id = this.#nextId++;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const at = this.#now();
+    const promise = this.#enqueue(this.#imageQueue, "lease", id, at, signal);
+    this.#dispatch(at);
+    this.#finish(at);
+    return promise;
+  }
+
   #llmMayEnter(): boolean {
     // While LLMs wait an image is held or pending, so this also keeps LLMs from overtaking them.
-    return this.#session === undefined && this.#imageQueue.length === 0;
+    return this.#session === undefined && !this.#leased && this.#imageQueue.length === 0;
   }
 
   /** Whether an image job may join the running session now (see the class comment). */
   #joinable(at: number): boolean {
     const s = this.#session;
-    if (s === undefined || s.closing || this.#sessionMaxMs <= 0) return false;
+    if (s === undefined || s.closing || this.#sessionMaxMs <= 0 || this.#imageQueue[0]?.kind === "lease") return false;
     return this.#llmQueue.length === 0 || at - s.startedAt < this.#sessionMaxMs;
   }
 
   #derive(): GpuState {
+    if (this.#leased) return "lease";
     if (this.#session) return "image";
     return this.#llmInflight > 0 ? "llm" : "idle";
   }
@@ -155,7 +173,7 @@ export class GpuLock {
   #dispatch(at: number): void {
     for (;;) {
       this.#dispatchImages(at);
-      if (this.#session) return;
+      if (this.#session || this.#leased) return;
       // No session: the waiting LLM requests go at once, except those behind an image job — with
       // sessions, those that called after it; without, all of them (image priority).
       const head = this.#imageQueue[0];
@@ -172,6 +190,7 @@ export class GpuLock {
   #dispatchImages(at: number): void {
     for (;;) {
       const head = this.#imageQueue[0];
+      if (this.#leased) return;
       if (this.#session) {
         if (head === undefined || !this.#joinable(at)) return;
         this.#imageQueue.shift();
@@ -183,7 +202,7 @@ export class GpuLock {
       // Sessions: LLM requests that called before this image job go first (FIFO between them).
       if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < head.id) return;
       this.#imageQueue.shift();
-      if (this.#grant(head, at) && this.#sessionMaxMs <= 0) return;
+      if (this.#grant(head, at) && (this.#sessionMaxMs <= 0 || head.kind === "lease")) return;
       // head had aborted without our listener having run yet, or it opened a session others may join.
     }
   }
@@ -210,6 +229,10 @@ export class GpuLock {
       this.#llmInflight++;
       return new GrantedLease(kind, waitedMs, id, release);
     }
+    if (kind === "lease") {
+      this.#leased = true;
+      return new GrantedLease(kind, waitedMs, id, release);
+    }
     const opens = this.#session === undefined;
     const session = (this.#session ??= { id, startedAt: at, members: 0, closing: false });
     session.members++;
@@ -228,6 +251,7 @@ export class GpuLock {
   #release(kind: LeaseKind, id: number, grantedAt: number): void {
     const at = this.#now();
     if (kind === "llm") this.#llmInflight--;
+    else if (kind === "lease") this.#leased = false;
     else if (--this.#session!.members === 0) this.#session = undefined;
     this.#causes.push({ type: "released", kind, heldMs: at - grantedAt, id });
     this.#dispatch(at);

@@ -1,8 +1,11 @@
-/** What the GPU is doing right now. */
-export type GpuState = "idle" | "llm" | "image";
+/** What the GPU is doing right now. `lease`: lent whole to a program outside the turnstile. */
+export type GpuState = "idle" | "llm" | "image" | "lease";
 
-/** What a lease holds: one of N LLM slots, or the single image slot. */
-export type LeaseKind = "llm" | "image";
+/**
+ * What a lease holds: one of N LLM slots, the single image slot, or the whole GPU for an outside
+ * program (`lease`: exclusive of everything, queued like an image job).
+ */
+export type LeaseKind = "llm" | "image" | "lease";
 
 export interface Lease {
   readonly kind: LeaseKind;

@@ -16,7 +16,7 @@ export type Upstream = Listener;
 export type RequestClass = ProxyRequestClass | "internal";
 export type ImageJobOutcome = JobOutcome;
 
-export const GPU_STATES: readonly GpuState[] = ["idle", "llm", "image"];
+export const GPU_STATES: readonly GpuState[] = ["idle", "llm", "image", "lease"];
 export const IMAGE_JOB_OUTCOMES: readonly ImageJobOutcome[] = JOB_OUTCOMES;
 export const BUSY_REASONS: readonly BusyReason[] = ["wait_timeout", "reject"];
 

@@ -257,7 +257,7 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
     const busy = errorResponse(dialect, {
       status: err.reason === "reject" ? deps.busy.status : 503,
       type: "gpu_busy",
-      message: busyMessage(err.reason, retryAfterS),
+      message: busyMessage(err.reason, retryAfterS, deps.lock.state),
       headers: { "retry-after": String(retryAfterS) },
     });
     return answered(busy, req.signal, deps.observer, info, t0);

@@ -10,6 +10,8 @@ export interface LlmLease {
 export interface LlmLock {
   acquireLLM(signal?: AbortSignal): Promise<LlmLease>;
   tryAcquireLLM(): LlmLease | null;
+  /** The GPU's state, for the busy answer's wording. */
+  readonly state?: string;
 }
 
 export type BusyReason = "wait_timeout" | "reject";
@@ -41,10 +43,9 @@ export async function admitLLM(lock: LlmLock, s: GateSettings, clientSignal: Abo
   }
 }
 
-export function busyMessage(reason: BusyReason, retryAfterS: number): string {
-  const why =
-    reason === "reject"
-      ? "the GPU is busy with an image job"
-      : "the GPU stayed busy with an image job for longer than LLM_WAIT_TIMEOUT";
+/** `state`: the lock's state when the answer is made; a GPU lease is named as such. */
+export function busyMessage(reason: BusyReason, retryAfterS: number, state?: string): string {
+  const what = state === "lease" ? "lent to another program (a GPU lease)" : "busy with an image job";
+  const why = reason === "reject" ? `the GPU is ${what}` : `the GPU stayed ${what} for longer than LLM_WAIT_TIMEOUT`;
   return `gpu-turnstile: ${why}; retry in ${retryAfterS} s`;
 }

@@ -9,6 +9,7 @@
 import type { ImageJobEvent, JobOutcome } from "../jobs/events.ts";
 import type { GpuState, LockEvent, LockSnapshot } from "../lock/index.ts";
 import { modelFieldWatcher } from "../ollama/model-field.ts";
+import type { LeaseEvent, LeaseView } from "./steer.ts";
 
 export type UpstreamName = "ollama" | "comfy";
 export type ImagePhase = "unloading" | "queued" | "running" | "freeing";
@@ -70,7 +71,8 @@ export interface UpstreamView {
 export type StatusEvent =
   | { type: "state"; data: { state: GpuState; from: GpuState; since: number } }
   | { type: "job"; data: ImageJobView | (RecentImageJob & { phase: "done" }) }
-  | { type: "upstream"; data: { name: UpstreamName } & UpstreamView };
+  | { type: "upstream"; data: { name: UpstreamName } & UpstreamView }
+  | { type: "lease"; data: LeaseEvent };
 
 export interface StatusDoc {
   version: string;
@@ -91,7 +93,8 @@ export interface StatusDoc {
     /** The image session: every job it holds, oldest first (the first is `running`); null when none. */
     session: { jobs: (ImageJobView & { age_ms: number })[] } | null;
   };
-  lease: null;
+  /** The GPU lease held by an outside program, if any. */
+  lease: { id: string; holder: string; since: number; age_ms: number; expires_at: string; expires_in_ms: number } | null;
   upstreams: Partial<Record<UpstreamName, UpstreamView>>;
   recent: RecentImageJob[];
   /** The GPU's states over the last hour, oldest first; the last span is the current one. */
@@ -132,6 +135,7 @@ export class StatusModel {
   readonly #jobs = new Map<number, ImageJobView>();
   readonly #recent: RecentImageJob[] = [];
   readonly #upstreams = new Map<UpstreamName, UpstreamView>();
+  #lease: LeaseView | null = null;
 
   constructor(opts: StatusModelOptions) {
     this.#version = opts.version;
@@ -268,7 +272,7 @@ export class StatusModel {
       now,
       llm,
       image,
-      lease: null,
+      lease: this.#leaseView(now),
       upstreams,
       recent: this.#recent.map((r) => ({ ...r })),
       history: this.#spans.map((s) => ({ ...s })),
@@ -301,6 +305,19 @@ export class StatusModel {
       llm: { inflight: lock.llmInflight, waiting, oldest_wait_ms: oldestWait, requests },
       image: { running, queued: lock.imageWaiting, session: jobs.length > 0 ? { jobs } : null },
     };
+  }
+
+  // --- GPU leases (status/steer.ts) ---
+
+  onLease(e: LeaseEvent): void {
+    this.#lease = e.event === "end" ? null : e.lease;
+    if (this.#listeners.size > 0) this.#emit({ type: "lease", data: e });
+  }
+
+  #leaseView(now: number): StatusDoc["lease"] {
+    const l = this.#lease;
+    if (!l) return null;
+    return { id: l.id, holder: l.holder, since: l.since, age_ms: now - l.since, expires_at: new Date(l.expires_at).toISOString(), expires_in_ms: Math.max(0, l.expires_at - now) };
   }
 
   #pruneSpans(now: number): void {

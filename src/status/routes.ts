@@ -1,10 +1,12 @@
 /**
- * Everything under /turnstile/ on both listeners: the status document, its event stream and the
- * page. Answers are JSON (errors included), never proxied.
+ * Everything under /turnstile/ on both listeners: the status document, its event stream, the
+ * page, and steering (force-release, GPU leases). Answers are JSON (errors included), never proxied.
  */
-import { authorise } from "./auth.ts";
+import { parseDuration } from "../config/duration.ts";
+import { authorise, forbidden } from "./auth.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
+import { LeaseRefused, type Steering } from "./steer.ts";
 // Imported as text so `bun build --compile` embeds the page in the binary.
 import pageImport from "./page.html" with { type: "text" };
 
@@ -18,13 +20,22 @@ export interface StatusRoutesDeps {
   model: StatusModel;
   hub: EventHub;
   adminToken: string;
+  /** Absent: the steering routes answer 404 (tests of the read-only part). */
+  steering?: Steering;
 }
 
-export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: string | undefined) => Response {
+const LEASE_PATH = /^\/turnstile\/lease\/([0-9a-f-]{1,64})(\/renew)?$/;
+
+export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: string | undefined) => Response | Promise<Response> {
   return (req, clientIp) => {
     const path = new URL(req.url).pathname;
     // The page's links are relative to /turnstile/, so the bare prefix is sent there.
     if (path === "/turnstile") return new Response(null, { status: 308, headers: { location: "/turnstile/" } });
+    if (deps.steering && (path === "/turnstile/release" || path === "/turnstile/lease" || path.startsWith("/turnstile/lease/"))) {
+      const auth = authorise(clientIp, req.headers.get("authorization"), deps.adminToken);
+      if (!auth.ok) return forbidden(auth);
+      return steer(deps.steering, req, path, clientIp ?? "unknown").catch(refusal);
+    }
     if (req.method !== "GET" && req.method !== "HEAD") {
       return Response.json({ error: `gpu-turnstile: ${req.method} is not allowed on ${path}` }, { status: 405, headers: { allow: "GET, HEAD" } });
     }
@@ -35,12 +46,84 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
         return new Response(page, {
           headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "cache-control": "no-cache" },
         });
-      case "/turnstile/status":
-        return Response.json(deps.model.snapshot(trusted()), { headers: { "cache-control": "no-store" } });
+      case "/turnstile/status": {
+        const canSteer = trusted();
+        return Response.json({ ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined }, { headers: { "cache-control": "no-store" } });
+      }
       case "/turnstile/events":
         return deps.hub.connect(trusted(), req.signal);
       default:
         return Response.json({ error: `gpu-turnstile: no such page: ${path}` }, { status: 404 });
     }
   };
+}
+
+async function steer(s: Steering, req: Request, path: string, by: string): Promise<Response> {
+  if (path === "/turnstile/release") {
+    if (req.method !== "POST") return notAllowed(req, path, "POST");
+    return Response.json(await s.release(by));
+  }
+  if (path === "/turnstile/lease") {
+    if (req.method !== "POST") return notAllowed(req, path, "POST");
+    const body = await leaseBody(req);
+    const lease = await s.take(body.holder ?? `client ${by}`, body.ttlMs, by, req.signal);
+    // The asker hung up as the lease came: nobody would give it back before its TTL.
+    if (req.signal.aborted) {
+      s.giveBack(lease.id);
+      return new Response(null, { status: 499 });
+    }
+    return Response.json({ id: lease.id, holder: lease.holder, expires_at: new Date(lease.expires_at).toISOString() });
+  }
+  const m = LEASE_PATH.exec(path);
+  if (!m) return Response.json({ error: `gpu-turnstile: no such page: ${path}` }, { status: 404 });
+  const id = m[1]!;
+  if (m[2]) {
+    if (req.method !== "POST") return notAllowed(req, path, "POST");
+    const body = await leaseBody(req);
+    const lease = s.renew(id, body.ttlMs);
+    return Response.json({ id: lease.id, expires_at: new Date(lease.expires_at).toISOString() });
+  }
+  if (req.method !== "DELETE") return notAllowed(req, path, "DELETE");
+  const lease = s.giveBack(id);
+  return Response.json({ id: lease.id, ended: true });
+}
+
+/** A lease request's body is a few dozen bytes; more is a mistake. */
+const MAX_LEASE_BODY = 4096;
+
+/** `{"holder": "...", "ttl": "2h"}`, both optional; an empty body is `{}`. */
+async function leaseBody(req: Request): Promise<{ holder?: string; ttlMs?: number }> {
+  if (Number(req.headers.get("content-length") ?? 0) > MAX_LEASE_BODY) throw new LeaseRefused(413, `gpu-turnstile: a lease request body is at most ${MAX_LEASE_BODY} bytes`);
+  const text = await req.text();
+  if (text.length > MAX_LEASE_BODY) throw new LeaseRefused(413, `gpu-turnstile: a lease request body is at most ${MAX_LEASE_BODY} bytes`);
+  if (text.trim() === "") return {};
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new LeaseRefused(400, "gpu-turnstile: the body must be JSON, like {\"holder\":\"game\",\"ttl\":\"2h\"}");
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new LeaseRefused(400, "gpu-turnstile: the body must be a JSON object");
+  const { holder, ttl } = body as Record<string, unknown>;
+  if (holder !== undefined && (typeof holder !== "string" || holder.length === 0 || holder.length > 200)) {
+    throw new LeaseRefused(400, "gpu-turnstile: holder must be a string of 1 to 200 characters");
+  }
+  if (ttl === undefined) return { holder };
+  if (typeof ttl !== "string") throw new LeaseRefused(400, "gpu-turnstile: ttl must be a duration such as \"90s\", \"30m\" or \"2h\"");
+  try {
+    return { holder, ttlMs: parseDuration(ttl) };
+  } catch (err) {
+    throw new LeaseRefused(400, `gpu-turnstile: ttl: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function notAllowed(req: Request, path: string, allow: string): Response {
+  return Response.json({ error: `gpu-turnstile: ${req.method} is not allowed on ${path}` }, { status: 405, headers: { allow } });
+}
+
+function refusal(err: unknown): Response {
+  if (err instanceof LeaseRefused) return Response.json({ error: err.message }, { status: err.status });
+  // The asker left while the lease waited: nobody reads this answer.
+  if (err instanceof DOMException || (err instanceof Error && err.name === "AbortError")) return new Response(null, { status: 499 });
+  throw err;
 }

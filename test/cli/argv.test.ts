@@ -74,7 +74,7 @@ describe("--help anywhere, and help as a command", () => {
   });
 
   test("help for a command that does not exist is a usage error listing the commands", () => {
-    expect(() => normalizeArgv(["help", "serve"])).toThrow(/no command "serve" \(commands: run, .*config, status, help\)/);
+    expect(() => normalizeArgv(["help", "serve"])).toThrow(/no command "serve" \(commands: run, .*config, status, lease, release, help\)/);
   });
 });
 

@@ -392,6 +392,7 @@ describe("describeConfig", () => {
       "UPSTREAM_RETRY_TIMEOUT=2m0s",
       "PROMPT_CAPTURE_LIMIT=65536",
       "RETRY_BODY_LIMIT=262144",
+      "LEASE_MAX_TTL=12h0m0s",
       "ADMIN_TOKEN=",
       "AUTO_UPDATE=true",
       "UPDATE_INTERVAL=6h0m0s",

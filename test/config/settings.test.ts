@@ -40,6 +40,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   updateIntervalMs: "number",
   updateRepo: "string",
   updateAsset: "string",
+  leaseMaxTtlMs: "number",
   adminToken: "string",
   appVer: "string",
   cfgVer: "string",

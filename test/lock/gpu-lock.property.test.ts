@@ -51,11 +51,14 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
   // The model of the running session: when it opened, and whether its last member closed it.
   let sessionStart = 0;
   let closing = false;
-  const firstWaiting = (kind: LeaseKind) => waitingBy[kind].values().next().value ?? Infinity;
+  // A GPU lease queues with the image jobs.
+  const queueOf = (kind: LeaseKind) => (kind === "llm" ? "llm" : "image");
+  const firstWaiting = (queue: "llm" | "image") => waitingBy[queue].values().next().value ?? Infinity;
 
   const calls = new Map<number, Call>();
   const heldLLM = new Set<number>();
   const heldImage = new Set<number>();
+  const heldLease = new Set<number>();
   // Insertion order is id order, which is what the FIFO check relies on.
   const waitingBy = { llm: new Set<number>(), image: new Set<number>() };
   const waitingCount = () => waitingBy.llm.size + waitingBy.image.size;
@@ -84,7 +87,14 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
       check(call.phase === "calling" || call.phase === "waiting", `#${e.id} acquired while ${call.phase}`);
       check(!call.ac?.signal.aborted, `#${e.id} granted although its signal had aborted`);
       check(e.waitedMs === now - call.calledAt, `#${e.id} waitedMs ${e.waitedMs} != ${now - call.calledAt}`);
-      if (e.kind === "image") {
+      check(heldLease.size === 0, `${e.kind} #${e.id} granted while GPU lease ${[...heldLease]} is held`);
+      if (e.kind === "lease") {
+        check(heldLLM.size === 0 && heldImage.size === 0, `lease #${e.id} granted with ${heldLLM.size} LLMs and ${heldImage.size} images held`);
+        const first = firstWaiting("image");
+        check(first >= e.id, () => `lease #${e.id} granted before earlier waiting #${first}`);
+        if (sessions) check(firstWaiting("llm") > e.id, () => `lease #${e.id} granted before earlier LLM #${firstWaiting("llm")}`);
+        heldLease.add(e.id);
+      } else if (e.kind === "image") {
         check(heldLLM.size === 0, `image #${e.id} granted with ${heldLLM.size} LLMs in flight`);
         const first = firstWaiting("image");
         check(first >= e.id, () => `image #${e.id} granted before earlier waiting image #${first}`);
@@ -105,20 +115,20 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
         else check(waitingBy.image.size === 0, `LLM #${e.id} granted while an image waits`);
         heldLLM.add(e.id);
       }
-      waitingBy[e.kind].delete(e.id);
+      waitingBy[queueOf(e.kind)].delete(e.id);
       call.phase = "granted";
       call.grantedAt = now;
     } else if (e.type === "released") {
       check(call.phase === "granted" && !call.released, `#${e.id} released while ${call.phase}/${call.released}`);
       check(e.heldMs === now - call.grantedAt, `#${e.id} heldMs wrong`);
       call.released = true;
-      (e.kind === "llm" ? heldLLM : heldImage).delete(e.id);
+      (e.kind === "llm" ? heldLLM : e.kind === "lease" ? heldLease : heldImage).delete(e.id);
     } else {
       check(call.phase === "waiting", `#${e.id} abandoned while ${call.phase}`);
       check(call.ac?.signal.aborted === true, `#${e.id} abandoned without an abort`);
       check(e.reason === call.ac.signal.reason, `#${e.id} abandoned with the wrong reason`);
       check(e.waitedMs === now - call.calledAt, `#${e.id} abandoned waitedMs wrong`);
-      waitingBy[e.kind].delete(e.id);
+      waitingBy[queueOf(e.kind)].delete(e.id);
       call.phase = "abandoned";
     }
   });
@@ -132,7 +142,8 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
     check(!(s.state === "image" && s.llmInflight > 0), at("image with n > 0"));
     check(sessions || heldImage.size <= 1, at("two images held"));
     check(s.llmInflight === heldLLM.size, at(`n ${s.llmInflight} != ${heldLLM.size} LLM leases held`));
-    const expected = heldImage.size > 0 ? "image" : heldLLM.size > 0 ? "llm" : "idle";
+    check(heldLease.size <= 1 && (heldLease.size === 0 || heldImage.size + heldLLM.size === 0), at("a GPU lease shares the GPU"));
+    const expected = heldLease.size > 0 ? "lease" : heldImage.size > 0 ? "image" : heldLLM.size > 0 ? "llm" : "idle";
     check(s.state === expected, at(`state should be ${expected}`));
     const imgWaiting = waitingBy.image.size;
     const llmWaiting = waitingBy.llm.size;
@@ -140,11 +151,12 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
     check(s.llmWaiting === llmWaiting, at(`llmWaiting should be ${llmWaiting}`));
     check(s.imagePending === imgWaiting > 0, at("imagePending iff an image waits"));
     // Nobody waits for nothing: every waiter is blocked by something the rules name.
-    check(imgWaiting === 0 || heldImage.size + heldLLM.size > 0, at("an image waits on a free GPU"));
-    check(llmWaiting === 0 || heldImage.size > 0 || imgWaiting > 0, at("an LLM waits with no image ahead"));
-    if (sessions && heldImage.size === 0 && llmWaiting > 0) check(firstWaiting("image") < firstWaiting("llm"), at("an LLM waits behind a younger image"));
+    check(imgWaiting === 0 || heldImage.size + heldLLM.size + heldLease.size > 0, at("an image waits on a free GPU"));
+    check(llmWaiting === 0 || heldImage.size + heldLease.size > 0 || imgWaiting > 0, at("an LLM waits with no image ahead"));
+    if (sessions && heldImage.size + heldLease.size === 0 && llmWaiting > 0) check(firstWaiting("image") < firstWaiting("llm"), at("an LLM waits behind a younger image"));
     if (sessions && heldImage.size > 0 && imgWaiting > 0) {
-      check(closing || (llmWaiting > 0 && clock.now() - sessionStart >= sessionMaxMs), at("an image waits although the session admits"));
+      const leaseFirst = calls.get(firstWaiting("image"))?.kind === "lease";
+      check(closing || leaseFirst || (llmWaiting > 0 && clock.now() - sessionStart >= sessionMaxMs), at("an image waits although the session admits"));
     }
   };
 
@@ -197,7 +209,7 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
       outcome: undefined,
     };
     calls.set(call.id, call);
-    const p = kind === "llm" ? lock.acquireLLM(ac?.signal) : lock.acquireImage(ac?.signal);
+    const p = kind === "llm" ? lock.acquireLLM(ac?.signal) : kind === "lease" ? lock.acquireLease(ac?.signal) : lock.acquireImage(ac?.signal);
     const settledTwice = () => listenerErrors.push(new Violation(`#${call.id} settled twice`));
     p.then(
       (lease) => {
@@ -214,7 +226,7 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
       if (ac?.signal.aborted) call.phase = "rejected-at-once";
       else {
         call.phase = "waiting";
-        waitingBy[kind].add(call.id);
+        waitingBy[queueOf(kind)].add(call.id);
       }
     }
   };
@@ -222,11 +234,12 @@ async function runSchedule(seed: number, sessionMaxMs = 0): Promise<number> {
   const ops: Array<[weight: number, name: string, run: () => void]> = [
     [5, "acquireLLM", () => acquire("llm")],
     [3, "acquireImage", () => acquire("image")],
+    [1, "acquireLease", () => acquire("lease")],
     [
       2,
       "tryAcquireLLM",
       () => {
-        const shouldWait = heldImage.size > 0 || waitingBy.image.size > 0;
+        const shouldWait = heldImage.size + heldLease.size > 0 || waitingBy.image.size > 0;
         const call: Call = {
           id: nextId,
           kind: "llm",

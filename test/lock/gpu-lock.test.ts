@@ -472,3 +472,52 @@ describe("image sessions (imageSessionMaxMs > 0)", () => {
     expect(b.current.status).toBe("resolved");
   });
 });
+
+describe("GPU leases (the whole card for an outside program)", () => {
+  test("a lease waits for running LLM work like an image job, then holds off LLM requests and image jobs until released", async () => {
+    const { lock } = setup();
+    const chat = await granted(lock.acquireLLM());
+    const lease = track(lock.acquireLease());
+    await flush();
+    expect(lease.current.status).toBe("pending");
+    // Waiting like an image job: new chats queue behind it.
+    expect(lock.tryAcquireLLM()).toBeNull();
+    chat.release();
+    await flush();
+    expect(lease.current.status).toBe("resolved");
+    expect(lock.snapshot()).toEqual({ ...idle, state: "lease" });
+    const llm = track(lock.acquireLLM());
+    const image = track(lock.acquireImage());
+    await flush();
+    expect([llm.current.status, image.current.status]).toEqual(["pending", "pending"]);
+    if (lease.current.status === "resolved") lease.current.value.release();
+    await flush();
+    // Image priority as ever: the image job goes next, the chat after it.
+    expect([llm.current.status, image.current.status]).toEqual(["pending", "resolved"]);
+  });
+
+  test("a lease joins no image session and waits for it to end; images behind the lease wait too", async () => {
+    const { lock } = setup({ imageSessionMaxMs: 60_000 });
+    const first = await granted(lock.acquireImage());
+    const lease = track(lock.acquireLease());
+    const later = track(lock.acquireImage());
+    await flush();
+    expect([lease.current.status, later.current.status]).toEqual(["pending", "pending"]);
+    first.release();
+    await flush();
+    expect([lease.current.status, later.current.status]).toEqual(["resolved", "pending"]);
+    expect(lock.state).toBe("lease");
+  });
+
+  test("an aborted lease waiter leaves the queue and lets LLM requests in", async () => {
+    const { lock } = setup();
+    const img = await granted(lock.acquireImage());
+    const ac = new AbortController();
+    const lease = track(lock.acquireLease(ac.signal));
+    ac.abort(new Error("gone"));
+    img.release();
+    await flush();
+    expect(lease.current.status).toBe("rejected");
+    expect(lock.tryAcquireLLM()).not.toBeNull();
+  });
+});

@@ -37,9 +37,9 @@ export function track<T>(p: Promise<T>): { readonly current: Tracked<T> } {
 }
 
 /** A lock on a fake clock with every event recorded. */
-export function setup() {
+export function setup(opts: { imageSessionMaxMs?: number } = {}) {
   const clock = fakeClock(1000);
-  const lock = new GpuLock({ now: clock.now });
+  const lock = new GpuLock({ now: clock.now, ...opts });
   const events: LockEvent[] = [];
   lock.onEvent((e) => events.push(e));
   const transitions = () => events.flatMap((e) => (e.type === "transition" ? [`${e.from}->${e.to}`] : []));

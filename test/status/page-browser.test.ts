@@ -58,6 +58,10 @@ async function openPage(url: string) {
       const r = await send("Runtime.evaluate", { expression: `document.querySelector(${JSON.stringify(selector)})?.textContent ?? ""`, returnByValue: true });
       return r.result?.result?.value ?? "";
     },
+    async run(expression: string): Promise<unknown> {
+      const r = await send("Runtime.evaluate", { expression, returnByValue: true });
+      return r.result?.result?.value;
+    },
     async screenshot(path: string) {
       const r = await send("Page.captureScreenshot", { format: "png" });
       writeFileSync(path, Buffer.from(r.result.data, "base64"));
@@ -114,4 +118,20 @@ test.skipIf(!haveChromium)("the page shows an image job while it runs, then idle
   await until(async () => (await page!.text("#recent")).includes(p1), "the job in the recent list", 10_000);
   expect(await page.text("#recent")).toContain("completed");
   expect(await page.text("#image")).toContain("none running");
+}, 40_000);
+
+test.skipIf(!haveChromium)("from loopback the page offers steering: a lease taken on the page shows, force-release ends it", async () => {
+  stack = await startStack();
+  const { t } = stack;
+  page = await openPage(`${t.ollamaUrl}/turnstile/`);
+  await until(async () => (await page!.run(`document.querySelector("#steer").hidden === false`)) === true, "the steering controls shown", 15_000);
+  await page.run(`document.querySelector("#holder").value = "browser test"; document.querySelector("#lease-form").requestSubmit()`);
+  await until(async () => (await page!.text("#state")) === "lease", "the page showing the lease", 10_000);
+  expect(t.lock.state).toBe("lease");
+  await until(async () => (await page!.text("#lease")).includes("browser test"), "the lease card", 10_000);
+  expect(await page.text("#lease")).toContain("taken here");
+  await page.run(`window.confirm = () => true; document.querySelector("#release").click()`);
+  await until(async () => (await page!.text("#state")) === "idle", "the page back to idle", 10_000);
+  expect(t.lock.state).toBe("idle");
+  expect(await page.text("#steer-msg")).toContain("lease revoked");
 }, 40_000);

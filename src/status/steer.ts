@@ -1,0 +1,241 @@
+/**
+ * Steering the GPU by hand (SPEC "Steering"): force-release the current hold, and GPU leases —
+ * the whole card lent to a program outside the turnstile.
+ *
+ * A lease is taken from the lock like an image job (it waits behind running LLM work and image
+ * sessions), then the card is emptied and checked: every Ollama model unloaded (/api/ps empty)
+ * and ComfyUI's memory freed (/system_stats below the floor). Only then is it granted. It ends
+ * when its holder returns it, when its TTL passes without a renewal, or on a force-release.
+ */
+import { vramReleased, type ComfyClient } from "../comfy/client.ts";
+import { sleep } from "../http/backoff.ts";
+import { stopJob } from "../jobs/follow.ts";
+import type { Lease } from "../lock/index.ts";
+import type { OllamaClient } from "../ollama/client.ts";
+import { emptyOllama } from "../ollama/unload.ts";
+import { describeFetchError } from "../upstream/upstream-errors.ts";
+
+/** What the status document and the `lease` event show of the lease held. */
+export interface LeaseView {
+  id: string;
+  holder: string;
+  /** Who asked for it (client address). */
+  by: string;
+  /** Epoch ms. */
+  since: number;
+  /** Epoch ms. */
+  expires_at: number;
+}
+
+export type LeaseEnd = "returned" | "expired" | "revoked" | "stopped";
+
+export type LeaseEvent = { event: "grant" | "renew"; lease: LeaseView } | { event: "end"; lease: LeaseView; reason: LeaseEnd; by?: string };
+
+export interface SteerLog {
+  /** What needs a look: a force-release, a lease that expired. */
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  /** What an operator did that is no problem (a lease granted or given back): shown at the default level too. */
+  notice(msg: string, fields?: Record<string, unknown>): void;
+}
+
+export interface SteeringDeps {
+  lock: { acquireLease(signal?: AbortSignal): Promise<Lease> };
+  /** The LLM exchanges holding slots (the proxy's idle watches). */
+  llm: { cutAll(err: Error): number };
+  /** The image jobs being followed. */
+  jobs: { active(): Iterable<{ promptId?: string }> };
+  comfy: ComfyClient | undefined;
+  ollama: OllamaClient | undefined;
+  settings: {
+    maxTtlMs: number;
+    unloadTimeoutMs: number;
+    unloadPollIntervalMs: number;
+    probeTimeoutMs: number;
+    freeTimeoutMs: number;
+    pollMs: number;
+  };
+  log: SteerLog;
+  onLease: (e: LeaseEvent) => void;
+  /** Wall clock, epoch ms. */
+  now?: () => number;
+}
+
+/** A lease request the turnstile refuses; `status` is the HTTP answer. */
+export class LeaseRefused extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Said to LLM clients whose stream a force-release cut. */
+export class ForceReleased extends Error {
+  constructor(by: string) {
+    super(`gpu-turnstile: the GPU was force-released by ${by}`);
+  }
+}
+
+/** A lease asked for without a ttl (bounded by LEASE_MAX_TTL). */
+const DEFAULT_TTL_MS = 2 * 3_600_000;
+
+interface Held {
+  view: LeaseView;
+  ttlMs: number;
+  lock: Lease;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+export class Steering {
+  readonly #d: SteeringDeps;
+  readonly #now: () => number;
+  #held: Held | undefined;
+  /** A lease whose card is being emptied: a force-release ends it before it is granted. */
+  #preparing: AbortController | undefined;
+
+  constructor(deps: SteeringDeps) {
+    this.#d = deps;
+    this.#now = deps.now ?? Date.now;
+  }
+
+  current(): LeaseView | null {
+    return this.#held ? { ...this.#held.view } : null;
+  }
+
+  /**
+   * Ends the current hold, whatever it is: a lease is revoked, LLM streams are cut (their slots
+   * come back at once), running and queued image jobs are interrupted — each job then ends the
+   * usual way, freeing ComfyUI before it hands the GPU on. The lock goes on to the next waiter.
+   */
+  async release(by: string): Promise<{ lease: string | null; llm_cut: number; jobs_interrupted: string[] }> {
+    this.#preparing?.abort();
+    const lease = this.#held ? this.#end("revoked", by) : null;
+    const llmCut = this.#d.llm.cutAll(new ForceReleased(by));
+    // A job's follow and its /free are tracked apart: one prompt id may show twice.
+    const prompts = [...new Set([...this.#d.jobs.active()].flatMap((j) => (j.promptId ? [j.promptId] : [])))];
+    const { comfy, settings } = this.#d;
+    if (comfy) {
+      // As the watchdog stops a job: /interrupt (and out of the pending queue), then wait until gone.
+      await Promise.all(prompts.map((id) => stopJob(comfy, id, undefined, { stopTimeoutMs: settings.freeTimeoutMs, pollMs: settings.pollMs })));
+    }
+    this.#d.log.warn(`force-release by ${by}`, { client: by, lease, llm_cut: llmCut, jobs_interrupted: prompts });
+    return { lease, llm_cut: llmCut, jobs_interrupted: prompts };
+  }
+
+  /**
+   * Waits for the GPU, empties it and grants the lease. Rejects with LeaseRefused when the card
+   * could not be emptied (the lock is given back), or with `signal`'s reason when the asker left.
+   */
+  async take(holder: string, ttl: number | undefined, by: string, signal: AbortSignal): Promise<LeaseView> {
+    const ttlMs = ttl ?? Math.min(DEFAULT_TTL_MS, this.#d.settings.maxTtlMs);
+    this.#checkTtl(ttlMs);
+    const lock = await this.#d.lock.acquireLease(signal);
+    const preparing = (this.#preparing = new AbortController());
+    try {
+      const problem = await this.#emptyGpu();
+      if (problem) throw new LeaseRefused(503, `gpu-turnstile: could not empty the GPU for the lease: ${problem}`);
+      signal.throwIfAborted();
+      if (preparing.signal.aborted) throw new LeaseRefused(409, "gpu-turnstile: the GPU was force-released while it was being emptied for this lease");
+    } catch (err) {
+      lock.release();
+      throw err;
+    } finally {
+      this.#preparing = undefined;
+    }
+    const since = this.#now();
+    const view: LeaseView = { id: crypto.randomUUID(), holder, by, since, expires_at: since + ttlMs };
+    this.#held = { view, ttlMs, lock, timer: this.#arm(view.id, ttlMs) };
+    // Leases are rare, deliberate and change what every client sees: said at the default level.
+    this.#d.log.notice(`GPU leased to ${JSON.stringify(holder)}`, { lease: view.id, holder, client: by, ttl_ms: ttlMs });
+    this.#d.onLease({ event: "grant", lease: { ...view } });
+    return { ...view };
+  }
+
+  /** Pushes the lease's end out by `ttlMs` (default: the TTL it was granted with) from now. */
+  renew(id: string, ttlMs?: number): LeaseView {
+    const h = this.#find(id);
+    const ttl = ttlMs ?? h.ttlMs;
+    this.#checkTtl(ttl);
+    clearTimeout(h.timer);
+    h.ttlMs = ttl;
+    h.view.expires_at = this.#now() + ttl;
+    h.timer = this.#arm(id, ttl);
+    this.#d.onLease({ event: "renew", lease: { ...h.view } });
+    return { ...h.view };
+  }
+
+  /** The holder gives the GPU back. */
+  giveBack(id: string): LeaseView {
+    const view = { ...this.#find(id).view };
+    this.#end("returned");
+    return view;
+  }
+
+  /** Shutdown: a lease ends with the process (a restart starts idle). */
+  stop(): void {
+    if (this.#held) this.#end("stopped");
+  }
+
+  #find(id: string): Held {
+    const h = this.#held;
+    if (!h || h.view.id !== id) throw new LeaseRefused(404, `gpu-turnstile: no lease ${JSON.stringify(id)} is held (it ended, or never was)`);
+    return h;
+  }
+
+  #checkTtl(ttlMs: number): void {
+    const max = this.#d.settings.maxTtlMs;
+    if (!(ttlMs > 0)) throw new LeaseRefused(400, "gpu-turnstile: a lease needs a ttl above 0");
+    if (ttlMs > max) throw new LeaseRefused(400, `gpu-turnstile: ttl ${ttlMs} ms is above LEASE_MAX_TTL (${max} ms)`);
+  }
+
+  #arm(id: string, ttlMs: number): ReturnType<typeof setTimeout> {
+    const timer = setTimeout(() => {
+      if (this.#held?.view.id === id) this.#end("expired");
+    }, ttlMs);
+    timer.unref();
+    return timer;
+  }
+
+  #end(reason: LeaseEnd, by?: string): string {
+    const h = this.#held!;
+    this.#held = undefined;
+    clearTimeout(h.timer);
+    h.lock.release();
+    const heldMs = this.#now() - h.view.since;
+    const fields = { lease: h.view.id, holder: h.view.holder, held_ms: heldMs, reason };
+    if (reason === "expired") this.#d.log.warn(`GPU lease of ${JSON.stringify(h.view.holder)} expired: not renewed within its TTL`, fields);
+    else this.#d.log.notice(`GPU lease of ${JSON.stringify(h.view.holder)} ended (${reason})`, fields);
+    this.#d.onLease(by ? { event: "end", lease: { ...h.view }, reason, by } : { event: "end", lease: { ...h.view }, reason });
+    return h.view.id;
+  }
+
+  /** Unloads every Ollama model and frees ComfyUI, each confirmed; a reason when either fails. */
+  async #emptyGpu(): Promise<string | undefined> {
+    const { ollama, comfy, settings } = this.#d;
+    if (ollama) {
+      const r = await emptyOllama(ollama, {
+        timeoutMs: settings.unloadTimeoutMs,
+        pollMs: settings.unloadPollIntervalMs,
+        psTimeoutMs: Math.min(settings.probeTimeoutMs, settings.unloadTimeoutMs / 2),
+      }).catch((err: unknown) => ({ complete: false, error: describeFetchError(err) }));
+      if (!r.complete) return `Ollama still holds a model (${r.error ?? "unknown"})`;
+    }
+    if (comfy) {
+      const deadline = performance.now() + settings.freeTimeoutMs;
+      try {
+        await comfy.free(settings.freeTimeoutMs);
+        for (;;) {
+          // An outside program needs the card empty, not merely emptier: the absolute floor.
+          if (vramReleased(0, await comfy.torchReserved(settings.freeTimeoutMs))) break;
+          const left = deadline - performance.now();
+          if (left <= 0) return `ComfyUI did not free its memory within FREE_TIMEOUT (${settings.freeTimeoutMs} ms)`;
+          await sleep(Math.min(settings.pollMs, left));
+        }
+      } catch (err) {
+        return `ComfyUI could not be freed (${describeFetchError(err)})`;
+      }
+    }
+    return undefined;
+  }
+}
