@@ -160,7 +160,7 @@ export function buildConfig(input: BuildInput): { config: Config; warnings: stri
     const parsed = text === "" && r.origin.from === "default" ? { ok: true as const, value: "" } : parseSetting(def, text);
     if (parsed.ok) values.set(def.field, parsed.value);
     else {
-      const got = def.secret ? `a value of ${r.raw.length} characters` : JSON.stringify(r.raw);
+      const got = def.secret ? `a value of ${r.raw.length} characters` : JSON.stringify(def.kind === "url" ? redactUrl(r.raw) : r.raw);
       problems.push(`${where(r.origin, file)}${r.origin.key}: ${parsed.message}, got ${got}`);
     }
   }

@@ -434,6 +434,13 @@ describe("describeConfig", () => {
     expect(all).not.toContain("S3cretPW");
   });
 
+  test("a URL written without its scheme or with a space in the password is masked in the error too", () => {
+    for (const url of ["admin:S3cretPW@127.0.0.1:11434", "http://admin:S3cret PW@127.0.0.1:99999"]) {
+      const err = configError(() => load({ env: { OLLAMA_URL: url } }));
+      expect([err.message, ...err.problems].join("\n")).not.toContain("S3cret");
+    }
+  });
+
   test("its lines load back to the same config", () => {
     const { config } = load({ env: { COMFY_URL: "http://127.0.0.1:8189", JOB_TIMEOUT: "1h2m3.5s", LLM_BUSY_MODE: "reject" } });
     const again = load({ files: { [BESIDE]: `${describeConfig(config).join("\n")}\n` } });
