@@ -160,7 +160,7 @@ export function buildConfig(input: BuildInput): { config: Config; warnings: stri
     const parsed = text === "" && r.origin.from === "default" ? { ok: true as const, value: "" } : parseSetting(def, text);
     if (parsed.ok) values.set(def.field, parsed.value);
     else {
-      const got = def.secret ? `a value of ${r.raw.length} characters` : JSON.stringify(r.raw);
+      const got = def.secret ? `a value of ${r.raw.length} characters` : JSON.stringify(def.kind === "url" ? redactUrl(r.raw) : r.raw);
       problems.push(`${where(r.origin, file)}${r.origin.key}: ${parsed.message}, got ${got}`);
     }
   }
@@ -170,7 +170,9 @@ export function buildConfig(input: BuildInput): { config: Config; warnings: stri
     problems.push(...crossChecks(config, resolved, file, input.file ?? input.lookedFor));
     if (problems.length === 0) return { config, warnings };
   }
-  throw new ConfigError(problems);
+  // The warnings go with the error, or they are never shown: a misspelled `OLAMA_URL` is why
+  // "neither OLLAMA_URL nor COMFY_URL is set", and its line says so.
+  throw new ConfigError([...problems, ...warnings]);
 }
 
 /** Last entry per key wins (as in systemd); warns about repeats and keys we do not know. */

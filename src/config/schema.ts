@@ -105,7 +105,9 @@ function urlSchema(): SettingSchema {
         addIssue({ message: "a base URL cannot have a query or fragment" });
         return NEVER;
       }
-      return s.replace(/\/+$/, "");
+      // With credentials, the parser's form: it percent-encodes what would end the URL in a log
+      // line (a space, `"`, a second `@`), so redact.ts masks the whole password wherever it is shown.
+      return (u.username || u.password ? u.href : s).replace(/\/+$/, "");
     }),
   );
 }

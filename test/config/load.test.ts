@@ -435,6 +435,18 @@ describe("describeConfig", () => {
     expect(all).not.toContain("S3cretPW");
   });
 
+  test("a config error also names the misspelled key that caused it, with its line", () => {
+    const err = configError(() => load({ files: { [BESIDE]: "# mine\nOLAMA_URL=http://127.0.0.1:11435\n" } }));
+    expect(err.problems).toContain(`${BESIDE}:2: unknown setting OLAMA_URL ignored (did you mean OLLAMA_URL?)`);
+  });
+
+  test("a URL written without its scheme or with a space in the password is masked in the error too", () => {
+    for (const url of ["admin:S3cretPW@127.0.0.1:11434", "http://admin:S3cret PW@127.0.0.1:99999"]) {
+      const err = configError(() => load({ env: { OLLAMA_URL: url } }));
+      expect([err.message, ...err.problems].join("\n")).not.toContain("S3cret");
+    }
+  });
+
   test("its lines load back to the same config", () => {
     const { config } = load({ env: { COMFY_URL: "http://127.0.0.1:8189", JOB_TIMEOUT: "1h2m3.5s", LLM_BUSY_MODE: "reject" } });
     const again = load({ files: { [BESIDE]: `${describeConfig(config).join("\n")}\n` } });

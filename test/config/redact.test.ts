@@ -19,4 +19,14 @@ describe("redactUrl / redactCredentials", () => {
       `got "http://***@h:1" and http://***@k/x, then {"u":"https://***@m"}`,
     );
   });
+
+  test("a password holding `@` or `'` is masked up to the last `@` of the authority", () => {
+    expect(redactCredentials("upstream=http://admin:p@ss'w@127.0.0.1:1/x@y")).toBe("upstream=http://***@127.0.0.1:1/x@y");
+  });
+
+  test("a URL value without its scheme (a config mistake) is masked as a parser would read it", () => {
+    expect(redactUrl("admin:S3cret@127.0.0.1:1")).toBe("***@127.0.0.1:1");
+    expect(redactUrl("http://admin:pa ss@127.0.0.1:1")).toBe("http://***@127.0.0.1:1");
+    expect(redactUrl("127.0.0.1:1/a@b")).toBe("127.0.0.1:1/a@b");
+  });
 });

@@ -99,4 +99,11 @@ describe("credentials in upstream URLs never reach any output", () => {
     // One line per hit, so a failure shows where a secret got out without dumping everything.
     expect(all.split("\n").filter((line) => SECRETS.some((s) => line.includes(s)))).toEqual([]);
   });
+
+  test("a password holding `@`, a space and quotes is masked whole, at debug", async () => {
+    const pieces = ["Pz9q", "Wk7x", "Jm4", "Xv8", "Rt5w"];
+    const all = await run({ LOGLEVEL: "debug", OLLAMA_URL: withCredentials(ollama.url, "admin", `Pz9q@Wk7x Jm4'Xv8"Rt5w`) });
+    expect(all.includes(`http://***@127.0.0.1:${new URL(ollama.url).port}`)).toBe(true);
+    expect(all.split("\n").filter((line) => pieces.some((s) => line.includes(s)))).toEqual([]);
+  });
 });
