@@ -161,9 +161,9 @@ function buildSchema(def: SettingDef): SettingSchema {
 
 /**
  * The value when `text` is plainly valid, by the same rules as the schemas; undefined sends it
- * through valibot. A start with valid settings then never builds or runs a schema (their first
- * pass is ~3 ms of a compiled start, docs/BENCHMARKS.md), while every message still comes from
- * the schema. test/config/schema.test.ts holds the two to the same answers.
+ * through valibot. A start with valid settings then never builds or runs a schema (that first
+ * pass was 1–1.5 ms of a compiled start, docs/BENCHMARKS.md), while every message still comes
+ * from the schema. test/config/schema.test.ts holds the two to the same answers.
  */
 export function quickParse(def: SettingDef, text: string): SettingValue | undefined {
   switch (def.kind) {
