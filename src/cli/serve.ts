@@ -36,7 +36,10 @@ export function configAnchor(): string {
 }
 
 export function wantColor(env: Record<string, string | undefined>): boolean {
-  return useColor(process.stderr, env);
+  // Not process.stderr.isTTY: Bun builds process.stderr at its first use, loading node:stream and
+  // its kin (~10 ms of a compiled start, docs/BENCHMARKS.md), and the log writes to fd 2 itself.
+  // node:tty costs ~3 ms, paid only when NO_COLOR, FORCE_COLOR and TERM=dumb leave it to the terminal.
+  return useColor({ get isTTY() { return process.getBuiltinModule("node:tty").isatty(2); } }, env);
 }
 
 /** Signals closer together than this are one keypress delivered twice. */

@@ -161,11 +161,62 @@ function buildSchema(def: SettingDef): SettingSchema {
   }
 }
 
+/**
+ * The value when `text` is plainly valid, by the same rules as the schemas; undefined sends it
+ * through valibot. A start with valid settings then never builds or runs a schema (that first
+ * pass was 1–1.5 ms of a compiled start, docs/BENCHMARKS.md), while every message still comes
+ * from the schema. test/config/schema.test.ts holds the two to the same answers.
+ */
+export function quickParse(def: SettingDef, text: string): SettingValue | undefined {
+  switch (def.kind) {
+    case "duration": {
+      let ms: number;
+      try {
+        ms = parseDuration(text);
+      } catch {
+        return undefined;
+      }
+      return (def.allowZero === true || ms > 0) && ms <= MAX_TIMER_MS ? ms : undefined;
+    }
+    case "int": {
+      if (def.auto && text.toLowerCase() === "auto") return "auto";
+      if (!/^[0-9]+$/.test(text)) return undefined;
+      const n = Number(text);
+      return n >= (def.min ?? 0) && n <= (def.max ?? Number.MAX_SAFE_INTEGER) ? n : undefined;
+    }
+    case "enum": {
+      const s = text.toLowerCase();
+      return def.values?.includes(s) ? s : undefined;
+    }
+    case "bool": {
+      const s = text.toLowerCase();
+      return TRUE.has(s) ? true : FALSE.has(s) ? false : undefined;
+    }
+    case "url": {
+      if (text.includes("?") || text.includes("#")) return undefined;
+      const u = URL.parse(text);
+      if (!u || (u.protocol !== "http:" && u.protocol !== "https:") || u.hostname === "" || u.search !== "" || u.hash !== "") return undefined;
+      return text.replace(/\/+$/, "");
+    }
+    case "listen":
+      try {
+        parseListen(text);
+        return text;
+      } catch {
+        return undefined;
+      }
+    case "string":
+      return !def.pattern || def.pattern.test(text) ? text : undefined;
+  }
+}
+
 /** The parsed value, or the first problem as a message (without key or input). */
 export function parseSetting(
   def: SettingDef,
   text: string,
 ): { ok: true; value: SettingValue } | { ok: false; message: string } {
+  const quick = quickParse(def, text);
+  if (quick !== undefined) return { ok: true, value: quick };
   const result = v.safeParse(settingSchema(def), text, { abortEarly: true });
   if (result.success) return { ok: true, value: result.output };
   return { ok: false, message: result.issues[0].message };

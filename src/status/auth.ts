@@ -7,7 +7,7 @@
  * - everyone else is refused.
  * Pure: the listener hands in the peer address it saw.
  */
-import { timingSafeEqual } from "node:crypto";
+import type { timingSafeEqual as TimingSafeEqual } from "node:crypto";
 
 export type Authorisation =
   | { ok: true; via: "loopback" | "token" }
@@ -43,7 +43,16 @@ function sameSecret(given: string, expected: string): boolean {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
   // Length is not secret enough to matter here, and timingSafeEqual needs equal lengths.
-  return a.length === b.length && timingSafeEqual(a, b);
+  return a.length === b.length && timingSafeEqual()(a, b);
+}
+
+/**
+ * node:crypto, loaded at the first token compared: importing it is 3–13 ms of a compiled start
+ * (docs/BENCHMARKS.md), and most turnstiles never see a bearer token.
+ */
+let cachedTimingSafeEqual: typeof TimingSafeEqual | undefined;
+function timingSafeEqual(): typeof TimingSafeEqual {
+  return (cachedTimingSafeEqual ??= process.getBuiltinModule("node:crypto").timingSafeEqual);
 }
 
 /** Every address of the loopback network, in the forms Bun reports a peer as. */

@@ -29,3 +29,24 @@ describe("useColor", () => {
 test("stripColor removes SGR sequences and nothing else", () => {
   expect(stripColor("\x1b[4m\x1b[1mUSAGE\x1b[22m\x1b[24m \x1b[36mgpu-turnstile\x1b[39m [x]")).toBe("USAGE gpu-turnstile [x]");
 });
+
+describe("the log's colour choice (wantColor)", () => {
+  // process.stderr is built on first use, which costs a compiled start ~10 ms; the log writes to
+  // fd 2 itself, so the choice must not build it.
+  test("follows the environment and the terminal on fd 2 without touching process.stderr", async () => {
+    const { wantColor } = await import("../../src/cli/serve.ts");
+    const { isatty } = await import("node:tty");
+    const saved = Object.getOwnPropertyDescriptor(process, "stderr")!;
+    let touched = 0;
+    Object.defineProperty(process, "stderr", { configurable: true, get: () => (touched++, saved.get ? saved.get.call(process) : saved.value) });
+    try {
+      expect(wantColor({ NO_COLOR: "1" })).toBe(false);
+      expect(wantColor({ FORCE_COLOR: "1" })).toBe(true);
+      expect(wantColor({ TERM: "dumb" })).toBe(false);
+      expect(wantColor({})).toBe(isatty(2));
+    } finally {
+      Object.defineProperty(process, "stderr", saved);
+    }
+    expect(touched).toBe(0);
+  });
+});
