@@ -18,7 +18,7 @@ import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
 import { modelFieldWatcher } from "./ollama/model-field.ts";
-import { createListenerApp, type HealthBody, type ListenerAppDeps } from "./proxy/app.ts";
+import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
@@ -111,6 +111,20 @@ function machineAddresses(): string[] {
 
 /** Distinct refused Hosts that are logged; the rest are only counted (403 in the request metrics). */
 const MAX_HOST_WARNINGS = 20;
+
+/** The blind unload's memory of one LLM request: its model when sent, forgotten if Ollama does not know it. */
+function llmBodyWatch(ollama: OllamaClient): LlmBodyWatch {
+  let model: string | undefined;
+  return {
+    chunk: modelFieldWatcher((m) => {
+      model = m;
+      ollama.memory.routed(m);
+    }),
+    answered(status) {
+      if (status === 404 && model !== undefined) ollama.memory.unknown(model);
+    },
+  };
+}
 
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
@@ -259,7 +273,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   };
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
-    const watchLlmBody = ollama && comfy ? () => modelFieldWatcher((m) => ollama.memory.routed(m)) : undefined;
+    const watchLlmBody = ollama && comfy ? () => llmBodyWatch(ollama) : undefined;
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody });
     if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
   } catch (err) {

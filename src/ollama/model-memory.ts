@@ -25,6 +25,15 @@ export class ModelMemory {
     if (this.routedSet.size > MAX_ROUTED) this.routedSet.delete(this.routedSet.values().next().value!);
   }
 
+  /**
+   * Ollama answered a request for `model` with 404: it has no such model, so nothing under that
+   * name can be loaded. Forgetting it keeps a client that sends made-up names from pushing the real
+   * ones out of the last MAX_ROUTED.
+   */
+  unknown(model: string): void {
+    this.routedSet.delete(model);
+  }
+
   /** A good /api/ps answer. An empty one proves nothing is loaded, so what was routed is forgotten. */
   listed(models: readonly string[]): void {
     this.lastListed = [...models];

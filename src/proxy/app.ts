@@ -81,7 +81,7 @@ export interface ListenerAppDeps {
   /** The ComfyUI listener's image jobs; absent on the Ollama listener. */
   imageJob?: ImageJobDeps;
   /** A watcher per LLM request, fed its body as it is sent (the blind unload's model memory). */
-  watchLlmBody?: () => (chunk: Uint8Array) => void;
+  watchLlmBody?: () => LlmBodyWatch;
   /** The listener's DNS-rebinding guard (host-guard.ts): may a request with this Host pass. */
   hostAllowed: (host: string) => boolean;
   /** LLM_IDLE_TIMEOUT's clock; absent when it is 0 (no limit). */
@@ -92,6 +92,12 @@ export interface ListenerAppDeps {
 }
 
 type Info = RequestInfo;
+
+/** One LLM request's body as it is sent, then the status Ollama answered it with. */
+export interface LlmBodyWatch {
+  chunk(chunk: Uint8Array): void;
+  answered(status: number): void;
+}
 
 /** Status written to the request log when the client went away before an answer (nginx's 499). */
 export const CLIENT_CLOSED = 499;
@@ -232,6 +238,7 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
   const admitSlot = tracker
     ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(tracked), h))
     : () => admitLLM(deps.lock, deps.busy, req.signal);
+  const bodyWatch = deps.watchLlmBody?.();
   let result;
   try {
     result = await forward(req, {
@@ -241,7 +248,7 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
       clientIp,
       retry: deps.retry,
       acquire: watch ? async () => watch.arm(await admitSlot()) : admitSlot,
-      watchBody: deps.watchLlmBody?.(),
+      watchBody: bodyWatch && ((c) => bodyWatch.chunk(c)),
       onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
       watch,
       onBody: tracker && ((b) => tracker.body(tracked, b)),
@@ -268,6 +275,7 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
     tracker?.end(tracked);
     return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
   }
+  bodyWatch?.answered(result.response.status);
   if (watch) watch.stage = "response";
   return answered(result.response, req.signal, deps.observer, info, t0, trackedHold(result.hold!, tracker, tracked), watch);
 }

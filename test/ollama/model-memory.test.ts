@@ -44,3 +44,13 @@ test("routed names are bounded, the oldest forgotten first; a repeat counts as r
   expect(s).toContain(`made-up-${MAX_ROUTED * 10 - 1}`);
   expect(s).not.toContain("made-up-0");
 });
+
+test("a name Ollama answered 404 for is forgotten, so made-up names cannot push out a real one", () => {
+  const m = new ModelMemory();
+  m.routed("llama3.2");
+  for (let i = 0; i < MAX_ROUTED * 2; i++) {
+    m.routed(`made-up-${i}`);
+    m.unknown(`made-up-${i}`);
+  }
+  expect(m.suspects()).toEqual(["llama3.2"]);
+});

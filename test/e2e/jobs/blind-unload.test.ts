@@ -61,6 +61,31 @@ const streamedChat: Chat = (t) => {
 };
 
 describe("Ollama's /api/ps cannot be read after a chat", () => {
+  test("a client flooding made-up model names cannot push the loaded model out of what is unloaded blind", async () => {
+    s = await startStack({ env: ENV });
+    const c = await chat(s.t, "llama3.2");
+    expect(c.status).toBe(200);
+    await c.text();
+    // More names than the memory keeps, each answered 404 by Ollama: nothing of them can be loaded.
+    for (let i = 0; i < 40; i++) {
+      const r = await chat(s.t, `no-such-model-${i}`);
+      expect(r.status).toBe(404);
+      await r.text();
+    }
+    expect(s.ollama!.loadedModels()).toEqual(["llama3.2:latest"]);
+    failPs(s);
+    s.ollama!.clearCalls();
+
+    const res = await submit(s.t, promptBody(newPromptId()));
+    expect(res.status).toBe(200);
+    await res.text();
+    await s.t.settled();
+
+    expect(unloadsSent(s)).toEqual(["llama3.2"]);
+    expect(s.ollama!.loadedModels()).toEqual([]);
+    expect(s.gpu.overlaps()).toEqual([]);
+  });
+
   test.each([
     ["hangs", "a native chat", hangPs, nativeChat],
     ["answers 500", "a native chat", failPs, nativeChat],
@@ -133,7 +158,7 @@ test("nothing routed since /api/ps was last empty: an unreadable /api/ps costs n
   expect(warnLines(s.t, "unload not confirmed")[0]).toContain("tried=-");
 });
 
-test("a routed name Ollama does not know gets one keep_alive:0, not one per poll", async () => {
+test("a routed name Ollama answered 404 for is not unloaded blind; the model it does know is", async () => {
   s = await startStack({ env: ENV });
   const c = await chat(s.t, "no-such-model");
   expect(c.status).toBe(404);
@@ -147,8 +172,8 @@ test("a routed name Ollama does not know gets one keep_alive:0, not one per poll
   await res.text();
   await s.t.settled();
   expect(s.gpu.overlaps()).toEqual([]);
-  // Both were tried (the unknown one also through /api/embed, the pre-0.3.11 fallback), once each.
-  expect(unloadsSent(s)).toEqual(["no-such-model", "llama3.2"]);
-  expect(callsTo(s.ollama!.calls, "/api/embed")).toHaveLength(1);
-  expect(warnLines(s.t, "unload not confirmed")[0]).toContain("tried=no-such-model,llama3.2");
+  // Nothing can be loaded under a name Ollama does not know: only the real model is sent keep_alive:0.
+  expect(unloadsSent(s)).toEqual(["llama3.2"]);
+  expect(callsTo(s.ollama!.calls, "/api/embed")).toHaveLength(0);
+  expect(warnLines(s.t, "unload not confirmed")[0]).toContain("tried=llama3.2");
 });
