@@ -174,7 +174,7 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "warn",
     kind: "enum",
     values: ["debug", "info", "warn", "error"],
-    doc: "debug (adds lock transitions), info (one line per request), warn or error; LOG_LEVEL is an alias, LOGLEVEL wins if both are set.",
+    doc: "warn (the default: what needs a look, plus one summary per image job, upstream up/down and leases), info (adds a line per job phase and two per request), debug (adds lock transitions) or error; LOG_LEVEL is an alias, LOGLEVEL wins if both are set.",
   },
   {
     key: "LOG_FORMAT",
