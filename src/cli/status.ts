@@ -7,6 +7,7 @@ import { ConfigError, loadConfig } from "../config/load.ts";
 import { parseListen } from "../config/listen.ts";
 import type { Config } from "../config/types.ts";
 import type { StatusDoc } from "../status/model.ts";
+import { readSse } from "../status/sse-read.ts";
 import { configAnchor } from "./serve.ts";
 
 export interface StatusCommandOptions {
@@ -100,22 +101,10 @@ export async function statusCommand(opts: StatusCommandOptions): Promise<number>
     return 0;
   }
   // --watch: the event stream until Ctrl-C (or the turnstile stops).
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buf += value;
-      for (let i = buf.indexOf("\n\n"); i >= 0; i = buf.indexOf("\n\n")) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        const event = /^event: (.*)$/m.exec(block)?.[1];
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (!event || !data) continue;
-        if (opts.json) out(`${JSON.stringify({ event, data: JSON.parse(data) })}\n`);
-        else out((event === "status" ? renderStatus(JSON.parse(data)) : renderEvent(event, JSON.parse(data))) ?? "");
-      }
+    for await (const { event, data } of readSse(res.body!)) {
+      if (opts.json) out(`${JSON.stringify({ event, data })}\n`);
+      else out((event === "status" ? renderStatus(data as StatusDoc) : renderEvent(event, data)) ?? "");
     }
   } catch (err) {
     if (opts.signal?.aborted) return 0;

@@ -5,6 +5,7 @@
  */
 import { afterEach, expect, test } from "bun:test";
 import type { StatusDoc } from "../../../src/status/model.ts";
+import { readSse } from "../../../src/status/sse-read.ts";
 import { newPromptId, postJson, promptBody, startStack, submit, until, type Stack } from "./helpers.ts";
 
 let stack: Stack | undefined;
@@ -20,23 +21,12 @@ async function status(base: string, headers: Record<string, string> = {}): Promi
 }
 
 /** Reads SSE events off a response body into `out` until the body ends. */
-function readEvents(res: Response, out: { event: string; data: any }[]): Promise<void> {
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
-  return (async () => {
-    for (;;) {
-      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) return;
-      buf += value;
-      for (let i = buf.indexOf("\n\n"); i >= 0; i = buf.indexOf("\n\n")) {
-        const block = buf.slice(0, i);
-        buf = buf.slice(i + 2);
-        const event = /^event: (.*)$/m.exec(block)?.[1];
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if (event && data) out.push({ event, data: JSON.parse(data) });
-      }
-    }
-  })();
+async function readEvents(res: Response, out: { event: string; data: any }[]): Promise<void> {
+  try {
+    for await (const e of readSse(res.body!)) out.push(e);
+  } catch {
+    // the test aborts the stream when it is done with it
+  }
 }
 
 test("status and events follow a chat, a waiting image, a waiting chat, a running image and a second one joining its session", async () => {
