@@ -17,7 +17,6 @@ import type { Logger } from "./observe/log.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
-import { modelFieldWatcher } from "./ollama/model-field.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
@@ -112,14 +111,14 @@ function machineAddresses(): string[] {
 /** Distinct refused Hosts that are logged; the rest are only counted (403 in the request metrics). */
 const MAX_HOST_WARNINGS = 20;
 
-/** The blind unload's memory of one LLM request: its model when sent, forgotten if Ollama does not know it. */
+/** The blind unload's memory of one LLM request: its model once sent, forgotten if Ollama does not know it. */
 function llmBodyWatch(ollama: OllamaClient): LlmBodyWatch {
   let model: string | undefined;
   return {
-    chunk: modelFieldWatcher((m) => {
+    sent(m) {
       model = m;
       ollama.memory.routed(m);
-    }),
+    },
     answered(status) {
       if (status === 404 && model !== undefined) ollama.memory.unknown(model);
     },

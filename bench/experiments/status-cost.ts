@@ -6,6 +6,7 @@
  */
 import { GpuLock } from "../../src/lock/index.ts";
 import { StatusModel } from "../../src/status/model.ts";
+import { modelFieldWatcher } from "../../src/ollama/model-field.ts";
 
 const lock = new GpuLock();
 const model = new StatusModel({ version: "bench", lock, upstreams: ["ollama"] });
@@ -18,7 +19,8 @@ function round(n: number): number {
   const t0 = performance.now();
   for (let i = 0; i < n; i++) {
     const r = model.start("/api/chat", "127.0.0.1");
-    model.body(r, body);
+    // The proxy reads the model from the buffered body once and names it to the status model.
+    modelFieldWatcher((m) => model.named(r, m))(body);
     model.admitted(r);
     model.end(r);
   }

@@ -16,6 +16,7 @@ import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply } from "../ht
 import { admit, requestPath, type RequestTarget } from "./front-door.ts";
 import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "../http/forward.ts";
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
+import { modelFieldWatcher } from "../ollama/model-field.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
 /** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
@@ -52,10 +53,8 @@ export interface RequestObserver {
 export interface LlmTracker<T = unknown> {
   start(path: string, clientIp: string | undefined): T;
   admitted(t: T): void;
-  /** The buffered request body, when there is one (to read the model from). */
-  body(t: T, bytes: Uint8Array): void;
-  /** The model the body named, once it was read; for the request log. */
-  model(t: T): string | undefined;
+  /** The model the request's body named, once it was read. */
+  named(t: T, model: string): void;
   end(t: T): void;
 }
 
@@ -93,9 +92,9 @@ export interface ListenerAppDeps {
 
 type Info = RequestInfo;
 
-/** One LLM request's body as it is sent, then the status Ollama answered it with. */
+/** One LLM request's model once its body went to Ollama (under the slot), then the status Ollama answered with. */
 export interface LlmBodyWatch {
-  chunk(chunk: Uint8Array): void;
+  sent(model: string): void;
   answered(status: number): void;
 }
 
@@ -239,6 +238,18 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
     ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(tracked), h))
     : () => admitLLM(deps.lock, deps.busy, req.signal);
   const bodyWatch = deps.watchLlmBody?.();
+  // The model is read once from the body, for the status, the log and the blind unload's memory:
+  // a buffered body before the slot (a waiting request shows its model), a streamed one as it goes out.
+  let model: string | undefined;
+  let scannedAhead = false;
+  let told = false;
+  const scan =
+    tracker || bodyWatch
+      ? modelFieldWatcher((m) => {
+          model = m;
+          tracker?.named(tracked, m);
+        })
+      : undefined;
   let result;
   try {
     result = await forward(req, {
@@ -248,13 +259,26 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
       clientIp,
       retry: deps.retry,
       acquire: watch ? async () => watch.arm(await admitSlot()) : admitSlot,
-      watchBody: bodyWatch && ((c) => bodyWatch.chunk(c)),
+      watchBody:
+        scan &&
+        ((c) => {
+          if (!scannedAhead) scan(c);
+          if (model !== undefined && !told) {
+            told = true;
+            bodyWatch?.sent(model);
+          }
+        }),
       onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
       watch,
-      onBody: tracker && ((b) => tracker.body(tracked, b)),
+      onBody:
+        scan &&
+        ((b) => {
+          scan(b);
+          scannedAhead = true;
+        }),
     });
   } catch (err) {
-    if (tracker) info.model = tracker.model(tracked);
+    info.model = model;
     tracker?.end(tracked);
     if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
     if (!(err instanceof GpuBusyError)) throw err;
@@ -269,8 +293,7 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
     });
     return answered(busy, req.signal, deps.observer, info, t0);
   }
-  // Read once the body went upstream (the upstream answers after it); only the log wants it.
-  if (tracker) info.model = tracker.model(tracked);
+  info.model = model;
   if (!result.ok) {
     tracker?.end(tracked);
     return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);

@@ -8,7 +8,6 @@
  */
 import type { ImageJobEvent, JobOutcome } from "../jobs/events.ts";
 import type { GpuState, LockEvent, LockSnapshot } from "../lock/index.ts";
-import { modelFieldWatcher } from "../ollama/model-field.ts";
 import type { LeaseEvent, LeaseView } from "./steer.ts";
 
 export type UpstreamName = "ollama" | "comfy";
@@ -170,12 +169,8 @@ export class StatusModel {
     r.waiting = false;
   }
 
-  body(r: LlmRequest, bytes: Uint8Array): void {
-    modelFieldWatcher((m) => (r.model = m))(bytes);
-  }
-
-  model(r: LlmRequest): string | undefined {
-    return r.model;
+  named(r: LlmRequest, model: string): void {
+    r.model = model;
   }
 
   /** Idempotent: a stream's end and its client's abort may both report it. */

@@ -15,17 +15,15 @@ function setup(opts: { historyMs?: number; maxSpans?: number } = {}) {
   return { model, lock, events, transition, advance: (ms: number) => (clock += ms), now: () => clock };
 }
 
-const enc = (s: string) => new TextEncoder().encode(s);
 
 describe("StatusModel", () => {
   test("LLM requests: waiting, then admitted, then gone; clients only when asked", () => {
     const { model, lock, advance } = setup();
     const a = model.start("/api/chat", "127.0.0.1");
-    model.body(a, enc('{"model":"llama3.2","messages":[]}'));
+    model.named(a, "llama3.2");
     advance(300);
     const b = model.start("/v1/chat/completions", "10.0.0.7");
-    // OpenAI's SDKs put the model after the messages.
-    model.body(b, enc('{"messages":[{"role":"user","content":"say \\"model\\": x"}],"model":"qwen2.5:7b"}'));
+    model.named(b, "qwen2.5:7b");
     advance(200);
     model.admitted(a);
     lock.llmInflight = 1;
