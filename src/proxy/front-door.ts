@@ -8,8 +8,6 @@ import type { RequestTarget } from "../http/forward.ts";
 import type { ErrorReply } from "../http/dialect.ts";
 import { routedPath } from "./classify.ts";
 
-/** Path and query of a request, as `URL` has them (a URL will do wherever one is asked for). */
-
 export type { RequestTarget };
 
 export type Admission =

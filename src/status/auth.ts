@@ -27,6 +27,26 @@ export function authorise(clientAddress: string | undefined, authorization: stri
   };
 }
 
+/**
+ * A steering request a web page of another site made the browser send (CSRF): loopback needs no
+ * token, so without this check any site the operator visits could force-release the GPU with a
+ * plain form POST. The status page itself is same-origin; the CLI and scripts send no Origin.
+ */
+export function crossSiteRequest(origin: string | null, host: string | null, fetchSite: string | null): { ok: true } | { ok: false; reason: string } {
+  if (fetchSite === "cross-site" || fetchSite === "same-site") return { ok: false, reason: `a request from another web site (Sec-Fetch-Site: ${fetchSite})` };
+  if (origin === null) return { ok: true };
+  let originHost: string | undefined;
+  try {
+    originHost = new URL(origin).host;
+  } catch {
+    // "null" (a sandboxed frame, a file) or junk: not this page
+  }
+  if (originHost === undefined || host === null || originHost !== host.toLowerCase()) {
+    return { ok: false, reason: `a request from another web site (Origin: ${origin})` };
+  }
+  return { ok: true };
+}
+
 /** The 403 body for a refusal, in JSON like every answer under /turnstile/. */
 export function forbidden(a: { reason: string }): Response {
   return Response.json({ error: `gpu-turnstile: forbidden: ${a.reason}` }, { status: 403 });

@@ -3,7 +3,7 @@
  * page, and steering (force-release, GPU leases). Answers are JSON (errors included), never proxied.
  */
 import { parseDuration } from "../config/duration.ts";
-import { authorise, forbidden } from "./auth.ts";
+import { authorise, crossSiteRequest, forbidden } from "./auth.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
 import { LeaseRefused, type Steering } from "./steer.ts";
@@ -32,7 +32,10 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
     // The page's links are relative to /turnstile/, so the bare prefix is sent there.
     if (path === "/turnstile") return new Response(null, { status: 308, headers: { location: "/turnstile/" } });
     if (deps.steering && (path === "/turnstile/release" || path === "/turnstile/lease" || path.startsWith("/turnstile/lease/"))) {
-      const auth = authorise(clientIp, req.headers.get("authorization"), deps.adminToken);
+      const h = req.headers;
+      const site = crossSiteRequest(h.get("origin"), h.get("host"), h.get("sec-fetch-site"));
+      if (!site.ok) return forbidden(site);
+      const auth = authorise(clientIp, h.get("authorization"), deps.adminToken);
       if (!auth.ok) return forbidden(auth);
       return steer(deps.steering, req, path, clientIp ?? "unknown").catch(refusal);
     }

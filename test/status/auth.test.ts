@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { authorise, forbidden, isLoopback } from "../../src/status/auth.ts";
+import { authorise, crossSiteRequest, forbidden, isLoopback } from "../../src/status/auth.ts";
 
 const TOKEN = "s3cret-admin-token-0123";
 
@@ -47,5 +47,20 @@ describe("authorise", () => {
     expect(res.status).toBe(403);
     expect(res.headers.get("content-type")).toContain("application/json");
     expect(await res.json()).toEqual({ error: "gpu-turnstile: forbidden: wrong admin token" });
+  });
+});
+
+describe("crossSiteRequest", () => {
+  test.each([
+    [null, "127.0.0.1:11434", null, true],
+    ["http://127.0.0.1:11434", "127.0.0.1:11434", "same-origin", true],
+    ["http://LOCALHOST:11434", "localhost:11434", null, true],
+    ["http://evil.example", "127.0.0.1:11434", null, false],
+    ["http://127.0.0.1:8188", "127.0.0.1:11434", null, false],
+    ["null", "127.0.0.1:11434", null, false],
+    [null, "127.0.0.1:11434", "cross-site", false],
+    ["http://127.0.0.1:11434", "127.0.0.1:11434", "same-site", false],
+  ] as [string | null, string, string | null, boolean][])("Origin %p, Host %p, Sec-Fetch-Site %p → allowed %p", (origin, host, site, ok) => {
+    expect(crossSiteRequest(origin, host, site).ok).toBe(ok);
   });
 });

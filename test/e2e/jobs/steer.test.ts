@@ -89,6 +89,32 @@ test("steering needs loopback or the admin token: a wrong token is refused from 
   expect(get.status).toBe(405);
 });
 
+test("a web page of another site cannot steer through the operator's browser (CSRF): its Origin gets 403, the GPU is untouched", async () => {
+  s = await startStack({ ollama: { tokenDelayMs: 20, tokens: 15 }, comfy: false });
+  const { t } = s;
+  const stream = await streamChat(t.ollamaUrl);
+  const reading = readToEnd(stream);
+  await until(() => t.lock.state === "llm", "the chat holding the GPU");
+  // What a plain cross-site form POST from http://evil.example looks like from loopback.
+  const forged = await release(t.ollamaUrl, { origin: "http://evil.example", "sec-fetch-site": "cross-site" });
+  expect(forged.status).toBe(403);
+  expect((await forged.json()).error).toContain("another web site");
+  const noFetchMeta = await release(t.ollamaUrl, { origin: "http://evil.example" });
+  expect(noFetchMeta.status).toBe(403);
+  const lease = await fetch(`${t.ollamaUrl}/turnstile/lease`, {
+    method: "POST",
+    headers: { origin: "null", "content-type": "text/plain" },
+    body: JSON.stringify({ holder: "evil", ttl: "1h" }),
+  });
+  expect(lease.status).toBe(403);
+  // The chat was not cut and nothing took the GPU from it.
+  expect((await reading).cut).toBe(false);
+  expect(t.lock.state).not.toBe("lease");
+  // The page itself (same origin) still steers.
+  const own = await release(t.ollamaUrl, { origin: t.ollamaUrl, "sec-fetch-site": "same-origin" });
+  expect(own.status).toBe(200);
+});
+
 test("a lease taken during a chat waits for it, empties the card, holds off chats and images, and ends when given back", async () => {
   s = await startStack({ ollama: { tokenDelayMs: 20, tokens: 15 }, env: { LLM_WAIT_TIMEOUT: "30s" } });
   const { t } = s;
