@@ -93,7 +93,7 @@ function scriptedFront(sim: URL, drop: Drop) {
         if (c.up) c.up.write(bytes);
         else c.early.push(bytes);
       },
-      close: (client) => client.data.up?.end(),
+      close: (client) => void client.data.up?.end(),
     },
   });
   cleanups.push(() => listener.stop(true));
