@@ -70,7 +70,7 @@ function scriptedFront(sim: URL, drop: Drop) {
           data: c,
           socket: {
             data: (_u, bytes) => void c.client.write(bytes),
-            close: () => c.client.end(),
+            close: () => void c.client.end(),
             error: () => c.client.terminate(),
           },
         }).then((up) => {
