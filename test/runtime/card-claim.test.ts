@@ -1,4 +1,7 @@
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import {
   claimAddress,
   claimCard,
@@ -136,5 +139,34 @@ describe.if(process.platform === "linux")("on this machine's sockets (abstract U
     const again = await claimCard(o);
     expect(again.ok).toBe(true);
     if (again.ok) again.claim.release();
+  });
+});
+
+describe.if(process.platform !== "win32")("socket files (systems without abstract sockets)", () => {
+  test("a live holder refuses; one killed with -9 leaves a file that the next claim takes over", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gt-claim-"));
+    const upstream = "http://127.0.0.1:11434";
+    const o: ClaimOptions = { upstreams: [upstream], socket: claimSocket("other"), system: "other", tmpdir: dir, pid: process.pid, listening: [] };
+    const holderScript = `
+      import { claimCard } from ${JSON.stringify(join(import.meta.dir, "../../src/runtime/card-claim.ts"))};
+      import { claimSocket } from ${JSON.stringify(join(import.meta.dir, "../../src/runtime/claim-socket.ts"))};
+      const r = await claimCard({ upstreams: [${JSON.stringify(upstream)}], socket: claimSocket("other"), system: "other", tmpdir: ${JSON.stringify(dir)}, pid: process.pid, listening: ["http://127.0.0.1:7"] });
+      console.log(r.ok ? "held" : r.message);
+      setInterval(() => {}, 1000);
+    `;
+    const holder = Bun.spawn([process.execPath, "-e", holderScript], { stdout: "pipe", stderr: "inherit" });
+    try {
+      const reader = holder.stdout.getReader();
+      expect(new TextDecoder().decode((await reader.read()).value)).toBe("held\n");
+      expect(await claimCard(o)).toEqual({ ok: false, message: `another gpu-turnstile (pid ${holder.pid}, listening on http://127.0.0.1:7) already guards ${upstream}` });
+      holder.kill("SIGKILL");
+      await holder.exited;
+      const successor = await claimCard(o);
+      expect(successor.ok).toBe(true);
+      if (successor.ok) successor.claim.release();
+    } finally {
+      holder.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
