@@ -76,13 +76,14 @@ function bunAsk(address: string): Promise<string | undefined> {
     let socket: Socket<undefined> | undefined;
     const done = () => {
       clearTimeout(timer);
-      socket?.end();
+      socket?.terminate();
       resolve(text.length > 0 ? text : undefined);
     };
     const timer = setTimeout(done, ASK_TIMEOUT_MS);
     Bun.connect<undefined>({
       unix: address,
       socket: {
+        open: (s) => void (socket = s),
         data(_s, bytes) {
           text += Buffer.from(bytes).toString("utf8");
           if (text.includes("\n") || text.length >= MAX_HOLDER_LINE) done();
@@ -91,7 +92,7 @@ function bunAsk(address: string): Promise<string | undefined> {
         close: done,
         error: done,
       },
-    }).then((s) => (socket = s), done);
+    }).catch(done);
   });
 }
 
