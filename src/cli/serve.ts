@@ -2,12 +2,15 @@
  * The default command: load the configuration, start the turnstile, and run until SIGINT/SIGTERM.
  */
 import { appendFileSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
 import { settingsObject } from "../observe/startup.ts";
+import { claimCard, type CardClaim } from "../runtime/card-claim.ts";
+import { claimSocket, thisSystem } from "../runtime/claim-socket.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import { useColor } from "../runtime/color.ts";
 import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
@@ -147,6 +150,33 @@ async function explainToExplorer(problem: string | null, configPath: string | un
   });
 }
 
+/**
+ * One turnstile per card (runtime/card-claim.ts): the upstreams are claimed before any listener
+ * binds. A second instance gets one line naming the first, and exit 1, like a BindError.
+ */
+async function claimOrExit(opts: ServeOptions, l: Loaded): Promise<CardClaim> {
+  const { config, log } = l;
+  const system = thisSystem();
+  let problem: string;
+  try {
+    const r = await claimCard({
+      upstreams: [config.ollamaUrl, config.comfyUrl].filter((u) => u !== ""),
+      socket: claimSocket(system),
+      system,
+      tmpdir: tmpdir(),
+      pid: process.pid,
+      listening: [config.ollamaUrl && config.listenOllama, config.comfyUrl && config.listenComfy].filter((x) => x !== ""),
+    });
+    if (r.ok) return r.claim;
+    problem = r.message;
+  } catch (err) {
+    // Unchecked, two copies could split the lock: better not to start.
+    problem = `cannot check for another gpu-turnstile guarding the same upstreams: ${err instanceof Error ? err.message : String(err)}`;
+  }
+  if (config.logFile) log.error(problem);
+  return fatal(opts, [problem]);
+}
+
 export async function serve(opts: ServeOptions): Promise<Running> {
   const env = opts.env ?? process.env;
   const host = opts.host;
@@ -157,6 +187,7 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   if (process.platform === "win32" && isCompiled() && host?.kind !== "windows-service") await explainToExplorer(null, opts.configPath);
   const notice = lifecycleLogger(l, env);
   const { config, log } = l;
+  const claim = await claimOrExit(opts, l);
   let turnstile: Turnstile;
   try {
     turnstile = startTurnstile({ config, log, version: VERSION });
@@ -166,6 +197,7 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     if (config.logFile) log.error(err.message);
     return fatal(opts, [err.message]);
   }
+  claim.listening = turnstile.listeners.map((b) => b.url);
   logStartup(l, notice);
   host?.ready();
   // What `systemctl status` shows: state, holders and waiters, at most 4 times a second.
@@ -206,6 +238,8 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     host?.stopping();
     notice.info(code === 3 ? "restarting to apply the staged update" : "shutting down", { timeout_ms: config.shutdownTimeoutMs });
     void turnstile.stop().then(() => {
+      // Held until nothing of ours is left on the card: a successor may start from here.
+      claim.release();
       notice.info("stopped");
       resolveDone(code);
     });

@@ -65,6 +65,11 @@ export class UpstreamError extends Error {
   constructor(
     message: string,
     readonly code: string,
+    /**
+     * No connection was made, so nothing was sent: safe to retry. A socket error on an open
+     * connection can carry the same codes (ETIMEDOUT, EHOSTUNREACH) after the request went out.
+     */
+    readonly beforeConnect = false,
   ) {
     super(message);
   }
@@ -139,11 +144,13 @@ export class Pool {
       try {
         return await conn.exchange(r);
       } catch (err) {
-        // A kept-alive connection that died before a byte of the answer came: the upstream went
-        // away while it sat idle (a restart), so its application never took this request. Sent
-        // again once, on a fresh connection — unless the body was a stream, already consumed.
-        if (err instanceof StaleConnection && attempt === 1 && !(r.body instanceof ReadableStream) && !r.signal.aborted) continue;
-        throw err instanceof StaleConnection ? err.cause : err;
+        if (!(err instanceof StaleConnection)) throw err;
+        // A kept-alive connection that died before a byte of the answer came: most often the
+        // upstream closed it while it sat idle (a restart) and never took this request. Sent again
+        // once, on a fresh connection — unless the body was a stream, already consumed, or the
+        // request may have reached the upstream's application and is not safe to run twice.
+        if (attempt === 1 && !(r.body instanceof ReadableStream) && !r.signal.aborted && (!err.written || replayable(r))) continue;
+        throw err.written && !replayable(r) ? notSentAgain(r, err.cause) : err.cause;
       }
     }
   }
@@ -188,7 +195,7 @@ export class Pool {
       conn.socket = await Promise.race([
         connecting,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new UpstreamError(`no answer to connect within ${CONNECT_TIMEOUT_MS / 1000} s`, "ETIMEDOUT")), CONNECT_TIMEOUT_MS);
+          timer = setTimeout(() => reject(new UpstreamError(`no answer to connect within ${CONNECT_TIMEOUT_MS / 1000} s`, "ETIMEDOUT", true)), CONNECT_TIMEOUT_MS);
           onAbort = () => reject(signal.reason);
           signal.addEventListener("abort", onAbort, { once: true });
         }),
@@ -208,9 +215,35 @@ export class Pool {
 
 /** Thrown inside the pool only: a reused connection died before a byte of the answer came. */
 class StaleConnection extends Error {
-  constructor(override readonly cause: Error) {
+  constructor(
+    override readonly cause: Error,
+    /** Some of the request's bytes went to the socket: the upstream may have read it all. */
+    readonly written: boolean,
+  ) {
     super(cause.message);
   }
+}
+
+/**
+ * Whether a request may be sent a second time once some of its bytes may have reached the
+ * upstream. Go's net/http rule (Request.isReplayable in request.go, applied by
+ * persistConn.shouldRetryRequest in transport.go): GET, HEAD, OPTIONS and TRACE, or any request
+ * that carries an Idempotency-Key or X-Idempotency-Key field. Go does not replay PUT or DELETE
+ * either, and neither do we. A request of which nothing was written (Go's nothingWrittenError)
+ * is always safe to send again.
+ */
+function replayable(r: PoolRequest): boolean {
+  if (r.method === "GET" || r.method === "HEAD" || r.method === "OPTIONS" || r.method === "TRACE") return true;
+  const h = r.headers;
+  if (h instanceof Headers) return h.has("idempotency-key") || h.has("x-idempotency-key");
+  // Rendered lines have lower-case names and always start with Host (headers.ts).
+  return /\r\n(?:x-)?idempotency-key:/.test(h.lines);
+}
+
+/** The error for a request that died after it was sent and is not safe to send again. */
+function notSentAgain(r: PoolRequest, cause: Error): UpstreamError {
+  // Never a connect-phase code: forward() must not retry it either.
+  return new UpstreamError(`${cause.message}; the ${r.method} is not sent again (the upstream may have acted on it)`, "ECONNRESET");
 }
 
 /** One socket: shared handlers (one set for every connection) reach it through `socket.data`. */
@@ -292,6 +325,7 @@ class Conn implements ResponseSink {
       return this.whenDrained();
     }
     const n = this.socket.write(data);
+    if (n > 0 && this.ex) this.ex.written = true;
     if (n === data.length) return undefined;
     if (n < 0) throw new UpstreamError("upstream closed the connection while the request was sent", "ECONNRESET");
     this.out = [data.subarray(Math.max(0, n))];
@@ -304,6 +338,7 @@ class Conn implements ResponseSink {
     while (q.length > 0) {
       const d = q[0]!;
       const n = this.socket.write(d);
+      if (n > 0 && this.ex) this.ex.written = true;
       if (n < d.length) {
         q[0] = d.subarray(Math.max(0, n));
         return;
@@ -356,6 +391,8 @@ interface DirectController {
 class Exchange implements Stoppable {
   readonly response: Promise<Response>;
   gotBytes = false;
+  /** Some of the request went to the socket (the kernel took it; the upstream may have read it). */
+  written = false;
   private resolve!: (r: Response) => void;
   private reject!: (e: unknown) => void;
   private settled = false;
@@ -499,7 +536,7 @@ class Exchange implements Stoppable {
     const stale = this.conn.reused && !this.gotBytes;
     if (!this.settled) {
       this.settled = true;
-      this.reject(stale ? new StaleConnection(err) : err);
+      this.reject(stale ? new StaleConnection(err, this.written) : err);
     } else if (!this.ended) {
       this.error = err;
       // The request body's own failure (the client's side broke off) is no fault of the upstream.
@@ -669,7 +706,7 @@ const CONNECT_FAILURES: Record<string, string> = {
 function connectError(err: unknown): UpstreamError {
   const code = err instanceof Error ? (errCode(err) ?? "ECONNECT") : "ECONNECT";
   const what = CONNECT_FAILURES[code] ?? (err instanceof Error ? err.message : String(err));
-  return new UpstreamError(`${what} (${code})`, code);
+  return new UpstreamError(`${what} (${code})`, code, true);
 }
 
 function errCode(err: Error): string | undefined {

@@ -1,11 +1,11 @@
+import { UpstreamError } from "./h1-pool.ts";
+
 /**
  * Which fetch and pooled-client failures mean "the request never reached the upstream application" and are
  * therefore safe to retry: the connection was refused, could not be opened, the name did not
  * resolve, or the TLS handshake failed. Anything after that (a reset mid-response) is not.
  */
 const CONNECT_PHASE_CODES = new Set([
-  // The pooled client (upstream/h1-pool.ts) when Bun.connect failed without a code.
-  "ECONNECT",
   "ECONNREFUSED",
   "ConnectionRefused",
   "ENOTFOUND",
@@ -32,6 +32,8 @@ export function errorCode(err: unknown): string | undefined {
 }
 
 export function isConnectPhaseError(err: unknown): boolean {
+  // The pooled client knows whether a connection was made; its codes alone do not say.
+  if (err instanceof UpstreamError) return err.beforeConnect;
   const code = errorCode(err);
   return code !== undefined && CONNECT_PHASE_CODES.has(code);
 }

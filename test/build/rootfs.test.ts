@@ -11,6 +11,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { build, gitVersion } from "../../build.ts";
+import { deadPort } from "../support/dead-port.ts";
 
 const repo = path.resolve(import.meta.dir, "../..");
 const UID = 65532;
@@ -79,7 +80,8 @@ describe.skipIf(!canNamespace)("the image's root folder", () => {
       env: {
         PATH: process.env.PATH,
         // a dead upstream: probes fail, which is logged and not fatal
-        OLLAMA_URL: "http://127.0.0.1:9",
+        // (a port of its own: one turnstile per upstream on a machine, and test runs may overlap)
+        OLLAMA_URL: `http://127.0.0.1:${deadPort()}`,
         LISTEN_OLLAMA: "127.0.0.1:0",
         LISTEN_COMFY: "127.0.0.1:0",
         LOGLEVEL: "warn",

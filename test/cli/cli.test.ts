@@ -146,7 +146,9 @@ describe("colour in the log", () => {
   }
 
   test("stderr to a pipe: no escape codes in any line, request lines included; FORCE_COLOR brings them back", async () => {
-    const [piped, forced] = await Promise.all([serveOnce({}), serveOnce({ FORCE_COLOR: "1" })]);
+    // One after the other: a second turnstile for the same Ollama would refuse to start.
+    const piped = await serveOnce({});
+    const forced = await serveOnce({ FORCE_COLOR: "1" });
     expect(piped).toContain("GET /api/tags");
     expect(piped).not.toContain(ESC);
     expect(forced).toContain(ESC);

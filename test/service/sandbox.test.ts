@@ -2,7 +2,7 @@
  * Does Bun survive the unit's sandbox? Without systemd as PID 1 we apply the same kernel
  * restrictions ourselves (fixtures/sandbox-launch.c) and run a probe that does what the service
  * needs. This is the evidence for leaving MemoryDenyWriteExecute= out of the unit and for keeping
- * SystemCallFilter=@system-service in: if a Bun upgrade changes either answer, a test fails here.
+ * SystemCallFilter=@system-service in (the card claim's abstract socket included): if a Bun upgrade changes either answer, a test fails here.
  *
  * Needs gcc (and systemd-analyze for the syscall list); x86_64 Linux only. Skipped, with a note,
  * where those are missing.
@@ -37,7 +37,7 @@ afterAll(() => {
 interface Probe {
   exitCode: number | null;
   signal: string | number | null;
-  result: { ffi?: string; fetch?: string; file?: string; rwxMappings?: number } | null;
+  result: { ffi?: string; fetch?: string; claim?: string; file?: string; rwxMappings?: number } | null;
   stderr: string;
 }
 
@@ -62,7 +62,7 @@ describe.skipIf(!usable)("MemoryDenyWriteExecute", () => {
   test("control: without it, bun:ffi works and JIT memory is writable+executable", async () => {
     const p = await probe("none");
     expect(p.exitCode, p.stderr).toBe(0);
-    expect(p.result).toMatchObject({ ffi: "ok", fetch: "pong", file: "x" });
+    expect(p.result).toMatchObject({ ffi: "ok", fetch: "pong", claim: "refused a second", file: "x" });
     expect(p.result!.rwxMappings).toBeGreaterThan(0);
   });
 
@@ -112,7 +112,7 @@ describe.skipIf(!canFilter)("SystemCallFilter=@system-service", () => {
     const p = await probe("syscalls", String(maxKnown), allowed.join(" "));
     expect(p.signal, p.stderr).toBeNull();
     expect(p.exitCode, p.stderr).toBe(0);
-    expect(p.result).toMatchObject({ ffi: "ok", fetch: "pong", file: "x" });
+    expect(p.result).toMatchObject({ ffi: "ok", fetch: "pong", claim: "refused a second", file: "x" });
   });
 
   test("the filter can fail: without socket() the probe is killed", async () => {

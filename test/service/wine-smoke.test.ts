@@ -20,6 +20,7 @@ import { join } from "node:path";
 import { WINDOWS_SERVICE_FLAG } from "../../src/service/windows-install.ts";
 import { parseExitCodes, parseState, serviceBinPath, SERVICE_NAME, STATE } from "../../src/service/windows-sc.ts";
 import { startOllamaSim } from "../../src/sim/index.ts";
+import { deadPort } from "../support/dead-port.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const FIXTURES = join(import.meta.dir, "fixtures");
@@ -88,16 +89,9 @@ async function listenerPort(log: string, deadlineMs = 20_000): Promise<number> {
 
 const winPath = (p: string) => `Z:${p.replace(/\//g, "\\")}`;
 
-/** A loopback port nobody listens on: the Ollama upstream is down, /healthz must not care. */
-function deadPort(): number {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
-
 function envFile(path: string, logFile: string, overrides: Record<string, string> = {}): void {
   const settings = {
+    // The Ollama upstream is down: /healthz must not care.
     OLLAMA_URL: `http://127.0.0.1:${deadPort()}`,
     LISTEN_OLLAMA: "127.0.0.1:0",
     AUTO_UPDATE: "false",

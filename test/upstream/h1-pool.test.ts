@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Server, Socket, TCPSocketListener } from "bun";
 import { isConnectPhaseError } from "../../src/upstream/upstream-errors.ts";
-import { onPooledBodyEnd, poolFor, type PoolRequest } from "../../src/upstream/h1-pool.ts";
+import { onPooledBodyEnd, poolFor, UpstreamError, type PoolRequest } from "../../src/upstream/h1-pool.ts";
 
 const enc = new TextEncoder();
 const cleanups: (() => void)[] = [];
@@ -179,15 +179,49 @@ describe("pooled HTTP/1.1 client", () => {
     expect(up.connections()).toBe(2);
   });
 
-  test("a reused connection that dies before answering is retried once for a buffered body", async () => {
+  test("a reused connection that dies before answering is retried once for a GET", async () => {
     const up = scriptedUpstream((s, _r, n) => {
       if (n === 2) return void s.terminate(); // the race: our request met the server's close
       s.write(`HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n${n}`);
     });
     const pool = poolFor(up.url);
     expect(await (await pool.request(req({ target: "/" }))).text()).toBe("1");
-    const res = await pool.request(req({ target: "/api/chat", method: "POST", body: enc.encode("{}") }));
+    const res = await pool.request(req({ target: "/api/tags" }));
     expect(await res.text()).toBe("3");
+  });
+
+  // At most once (Go's net/http rule): a POST that may have reached the upstream is never sent again.
+  test("a reused connection that dies after a POST was written is not retried: one POST reaches the upstream", async () => {
+    const seen: string[] = [];
+    const up = scriptedUpstream((s, request, n) => {
+      seen.push(request.slice(0, request.indexOf(" /")));
+      // ComfyUI read the /prompt, then went away before answering.
+      if (n === 2) return void s.terminate();
+      s.write(`HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n${n}`);
+    });
+    const pool = poolFor(up.url);
+    expect(await (await pool.request(req({ target: "/" }))).text()).toBe("1");
+    const err = await pool.request(req({ target: "/prompt", method: "POST", body: enc.encode("{}") })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect((err as Error).message).toMatch(/not sent again/);
+    // forward() must not take it for a refusal and retry it either.
+    expect(isConnectPhaseError(err)).toBe(false);
+    expect(seen).toEqual(["GET", "POST"]);
+    expect(up.connections()).toBe(1);
+  });
+
+  test("a POST marked with Idempotency-Key (or X-Idempotency-Key) is retried like a GET", async () => {
+    for (const key of ["Idempotency-Key", "X-Idempotency-Key"]) {
+      const up = scriptedUpstream((s, _r, n) => {
+        if (n === 2) return void s.terminate();
+        s.write(`HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n${n}`);
+      });
+      const pool = poolFor(up.url);
+      expect(await (await pool.request(req({ target: "/" }))).text()).toBe("1");
+      const headers = new Headers({ host: "up", [key]: "k-1" });
+      const res = await pool.request(req({ target: "/api/chat", method: "POST", headers, body: enc.encode("{}") }));
+      expect(await res.text()).toBe("3");
+    }
   });
 
   test("with two idle connections both dead, the retry goes on a fresh connection", async () => {
@@ -207,7 +241,7 @@ describe("pooled HTTP/1.1 client", () => {
     await Promise.all([pool.request(req({ target: "/" })), pool.request(req({ target: "/" }))]);
     expect(pool.idleCount).toBe(2);
     restarted = true;
-    const res = await pool.request(req({ target: "/api/chat", method: "POST", body: enc.encode("{}") }));
+    const res = await pool.request(req({ target: "/api/ps" }));
     expect(res.status).toBe(200);
     expect(up.connections()).toBe(3);
   });
@@ -341,5 +375,14 @@ describe("backpressure", () => {
     expect(still).toBe(10);
     // 256 MiB would flow without backpressure; kernel buffers and Bun's sink hold a few MiB.
     expect(written).toBeLessThan(32 * 1024 * 1024);
+  });
+});
+
+describe("which pool failures forward() may retry", () => {
+  test("only a failure to connect: a timeout or unreachable host on an open connection is not one, whatever its code", () => {
+    for (const code of ["ETIMEDOUT", "EHOSTUNREACH", "ECONNREFUSED"]) {
+      expect(isConnectPhaseError(new UpstreamError(`socket error (${code})`, code))).toBe(false);
+      expect(isConnectPhaseError(new UpstreamError(`connect failed (${code})`, code, true))).toBe(true);
+    }
   });
 });

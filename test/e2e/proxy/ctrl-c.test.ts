@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { childCount, until } from "../../support/turnstile.ts";
+import { deadPort } from "../../support/dead-port.ts";
 
 const MAIN = join(import.meta.dir, "../../../src/main.ts");
 const setsid = Bun.which("setsid");
@@ -24,7 +25,8 @@ test.skipIf(!setsid)("one Ctrl-C to the process group stops it gracefully (launc
     cwd,
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
-      OLLAMA_URL: "https://127.0.0.1:9",
+      // A port of its own: one turnstile per upstream on a machine, and test runs may overlap.
+      OLLAMA_URL: `https://127.0.0.1:${deadPort()}`,
       LISTEN_OLLAMA: "127.0.0.1:0",
       AUTO_UPDATE: "false",
       HEALTH_INTERVAL: "0",

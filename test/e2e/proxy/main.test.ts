@@ -15,14 +15,15 @@ const MAIN = join(import.meta.dir, "../../../src/main.ts");
 let cwd: string;
 let ollama: OllamaSim;
 let comfy: ComfySim;
+/** A second card's upstreams on the same machine. */
+let ollama2: OllamaSim;
+let comfy2: ComfySim;
 beforeAll(async () => {
   cwd = mkdtempSync(join(tmpdir(), "turnstile-main-"));
-  ollama = await startOllamaSim();
-  comfy = await startComfySim();
+  [ollama, comfy, ollama2, comfy2] = await Promise.all([startOllamaSim(), startComfySim(), startOllamaSim(), startComfySim()]);
 });
 afterAll(async () => {
-  await ollama.stop();
-  await comfy.stop();
+  await Promise.all([ollama.stop(), comfy.stop(), ollama2.stop(), comfy2.stop()]);
   rmSync(cwd, { recursive: true, force: true });
 });
 
@@ -32,6 +33,7 @@ function env(extra: Record<string, string>): Record<string, string> {
 }
 
 interface MainProcess {
+  process: ReturnType<typeof Bun.spawn>;
   /** The URL its `<name> listener ready` line announced. */
   url(name: string): string;
   /** Everything it wrote to stderr so far. */
@@ -71,6 +73,7 @@ async function startMain(extra: Record<string, string>): Promise<MainProcess> {
     p.kill("SIGKILL");
   };
   return {
+    process: p,
     url: (name) => urls.get(name) ?? "",
     stderr: () => text,
     async stop() {
@@ -150,17 +153,18 @@ describe("bun src/main.ts", () => {
     }
   });
 
-  test("a second instance on the same ports exits non-zero with one line; the first keeps serving", async () => {
+  test("a listener whose port is taken exits non-zero with one line naming the setting; the first keeps serving", async () => {
     const first = await startMain({ OLLAMA_URL: ollama.url, LISTEN_OLLAMA: "127.0.0.1:0", COMFY_URL: comfy.url, LISTEN_COMFY: "127.0.0.1:0" });
     try {
       const listen = (name: string) => first.url(name).replace("http://", "");
-      const second = await runToExit({ OLLAMA_URL: ollama.url, LISTEN_OLLAMA: listen("ollama"), COMFY_URL: comfy.url, LISTEN_COMFY: listen("comfy") });
+      // Another card's upstreams (so no claim conflict), the first one's ports.
+      const second = await runToExit({ OLLAMA_URL: ollama2.url, LISTEN_OLLAMA: listen("ollama"), COMFY_URL: comfy2.url, LISTEN_COMFY: listen("comfy") });
       expect(second.code).not.toBe(0);
       expect(second.stderr).toBe(`gpu-turnstile: LISTEN_OLLAMA ${listen("ollama")} is already in use (another gpu-turnstile?)\n`);
       expect(second.stdout).toBe("");
 
       // Same ComfyUI port, another Ollama port: it is the ComfyUI setting that is named.
-      const third = await runToExit({ OLLAMA_URL: ollama.url, LISTEN_OLLAMA: "127.0.0.1:0", COMFY_URL: comfy.url, LISTEN_COMFY: listen("comfy") });
+      const third = await runToExit({ OLLAMA_URL: ollama2.url, LISTEN_OLLAMA: "127.0.0.1:0", COMFY_URL: comfy2.url, LISTEN_COMFY: listen("comfy") });
       expect(third.code).not.toBe(0);
       expect(third.stderr).toBe(`gpu-turnstile: LISTEN_COMFY ${listen("comfy")} is already in use (another gpu-turnstile?)\n`);
 
@@ -179,3 +183,77 @@ describe("bun src/main.ts", () => {
     }
   });
 });
+
+describe("one turnstile per card", () => {
+  const both = (extra: Record<string, string> = {}) => ({ OLLAMA_URL: ollama.url, LISTEN_OLLAMA: "127.0.0.1:0", COMFY_URL: comfy.url, LISTEN_COMFY: "127.0.0.1:0", ...extra });
+
+  test("a second instance for the same upstreams refuses on other ports and on [::1], naming the first", async () => {
+    const first = await startMain(both());
+    try {
+      const listening = `${first.url("ollama")} and ${first.url("comfy")}`;
+      // Other ports (0: any free one), the same URLs.
+      const other = await runToExit(both());
+      expect(other.code).not.toBe(0);
+      expect(other.stderr).toMatch(new RegExp(`^gpu-turnstile: another gpu-turnstile \\(pid \\d+, listening on ${escape(listening)}\\) already guards http://127\\.0\\.0\\.1:\\d+\\n$`));
+      const pid = /pid (\d+)/.exec(other.stderr)![1];
+
+      // On [::1], with the upstreams spelled another way: still the same card.
+      const v6 = await runToExit(both({ OLLAMA_URL: ollama.url.replace("127.0.0.1", "localhost"), LISTEN_OLLAMA: "[::1]:0", COMFY_URL: `${comfy.url}/`, LISTEN_COMFY: "[::1]:0" }));
+      expect(v6.code).not.toBe(0);
+      expect(v6.stderr.trimEnd().split("\n")).toHaveLength(1);
+      expect(v6.stderr).toContain(`another gpu-turnstile (pid ${pid}, listening on ${listening}) already guards`);
+
+      // Sharing only the ComfyUI is enough.
+      const comfyOnly = await runToExit({ COMFY_URL: comfy.url, LISTEN_COMFY: "0.0.0.0:0" });
+      expect(comfyOnly.code).not.toBe(0);
+      expect(comfyOnly.stderr).toContain(`already guards ${comfy.url}\n`);
+
+      // The first never noticed, and still serves.
+      const res = await fetch(`${first.url("ollama")}/healthz`);
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      expect((await first.stop()).code).toBe(0);
+    } finally {
+      await first.kill();
+    }
+  });
+
+  test("after kill -9, a successor starts at once", async () => {
+    const first = await startMain(both());
+    const p = first.process;
+    p.kill("SIGKILL");
+    await p.exited;
+    const successor = await startMain(both());
+    try {
+      const res = await fetch(`${successor.url("comfy")}/healthz`);
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+      expect((await successor.stop()).code).toBe(0);
+    } finally {
+      await successor.kill();
+    }
+  });
+
+  test("two cards on one machine: instances guarding different upstreams run side by side", async () => {
+    const a = await startMain(both());
+    try {
+      const b = await startMain({ OLLAMA_URL: ollama2.url, LISTEN_OLLAMA: "127.0.0.1:0", COMFY_URL: comfy2.url, LISTEN_COMFY: "127.0.0.1:0" });
+      try {
+        for (const [m, sim] of [[a, ollama], [b, ollama2]] as const) {
+          const tags = await fetch(`${m.url("ollama")}/api/tags`);
+          expect(await tags.text()).toBe(await (await fetch(`${sim.url}/api/tags`)).text());
+        }
+        expect((await b.stop()).code).toBe(0);
+      } finally {
+        await b.kill();
+      }
+      expect((await a.stop()).code).toBe(0);
+    } finally {
+      await a.kill();
+    }
+  });
+});
+
+function escape(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}

@@ -1,0 +1,155 @@
+/**
+ * One turnstile per card on a machine. Two instances guarding the same Ollama or ComfyUI would be
+ * two locks for one GPU, whatever ports they listen on. So before its listeners bind, an instance
+ * claims each upstream it guards, machine-wide; a second instance that finds one claimed refuses
+ * to start and names the holder.
+ *
+ * A claim is a local socket the holder listens on, named from a hash of the upstream's URL (see
+ * claim-socket.ts for each system). The kernel frees it when the holder dies, `kill -9` included,
+ * so a successor starts at once; the holder answers whoever connects with one line saying who it
+ * is. Upstream URLs are compared normalized (upstreamKey), one claim per URL: two instances that
+ * share only their ComfyUI conflict too. The pure parts are here; the sockets are behind
+ * ClaimSocket, with a fake for tests (claim-socket-fake.ts).
+ */
+
+export interface ClaimSocket {
+  /**
+   * Listen at `address` (not keeping the process alive), answering every peer with `answer()`;
+   * "taken" when another process listens there. Any other failure throws.
+   */
+  listen(address: string, answer: () => string): Promise<HeldAddress | "taken">;
+  /** The line the process listening at `address` answers with, or undefined (gone, silent, slow). */
+  ask(address: string): Promise<string | undefined>;
+}
+
+export interface HeldAddress {
+  release(): void;
+}
+
+/** Which naming applies: abstract Unix sockets, Windows named pipes, or socket files. */
+export type ClaimSystem = "linux" | "win32" | "other";
+
+/** Who holds a claim, as it says itself. */
+export interface Holder {
+  pid: number;
+  /** The holder's listener URLs (its LISTEN_* values until they are bound). */
+  listening: string[];
+}
+
+/** Loopback names that reach the same server: an upstream is one upstream under any of them. */
+const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+/**
+ * An upstream URL as the operator would recognize it, in one spelling: scheme and host in lower
+ * case, the port always written, no credentials, query or fragment, no trailing slash.
+ */
+export function normalizeUpstream(url: string): string {
+  const u = new URL(url);
+  const port = u.port || (u.protocol === "https:" ? "443" : "80");
+  return `${u.protocol}//${u.hostname}:${port}${u.pathname.replace(/\/+$/, "")}`;
+}
+
+/** What a claim is keyed by: the normalized URL with every loopback name made one. */
+export function upstreamKey(url: string): string {
+  const u = new URL(normalizeUpstream(url));
+  const host = LOOPBACK.has(u.hostname) ? "localhost" : u.hostname;
+  return `${u.protocol}//${host}:${u.port}${u.pathname === "/" ? "" : u.pathname}`;
+}
+
+/**
+ * The socket address for a key. The same on every start, for every user and every version, so
+ * that a service and a double-clicked copy find each other.
+ */
+export function claimAddress(key: string, system: ClaimSystem, tmpdir: string): string {
+  const id = new Bun.CryptoHasher("sha256").update(key).digest("hex").slice(0, 32);
+  if (system === "linux") return `\0gpu-turnstile/${id}`;
+  if (system === "win32") return `\\\\.\\pipe\\gpu-turnstile-${id}`;
+  return `${tmpdir.replace(/\/+$/, "")}/gpu-turnstile-${id}.sock`;
+}
+
+/** The line a holder answers with. */
+export function holderLine(h: Holder): string {
+  return `${JSON.stringify({ pid: h.pid, listening: h.listening })}\n`;
+}
+
+/** Longest answer read from a holder: a squatter cannot make us read without end. */
+export const MAX_HOLDER_LINE = 4096;
+
+/**
+ * A holder's answer, or undefined when it is not one. Whatever listens on the address could have
+ * written it, so only a pid and short printable URLs are taken (no escape sequences reach the
+ * terminal).
+ */
+export function parseHolderLine(text: string): Holder | undefined {
+  const nl = text.indexOf("\n");
+  let v: unknown;
+  try {
+    v = JSON.parse(nl < 0 ? text : text.slice(0, nl));
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== "object" || v === null) return undefined;
+  const { pid, listening } = v as { pid?: unknown; listening?: unknown };
+  if (typeof pid !== "number" || !Number.isSafeInteger(pid) || pid <= 0) return undefined;
+  const urls = Array.isArray(listening) ? listening.filter((l): l is string => typeof l === "string" && /^[\x21-\x7e]{1,200}$/.test(l)).slice(0, 4) : [];
+  return { pid, listening: urls };
+}
+
+/** The one line a refused start prints. */
+export function refusal(upstream: string, holder: Holder | undefined): string {
+  const who = holder ? `pid ${holder.pid}, listening on ${holder.listening.length ? holder.listening.join(" and ") : "nothing yet"}` : "pid unknown";
+  return `another gpu-turnstile (${who}) already guards ${upstream}`;
+}
+
+export interface ClaimOptions {
+  /** OLLAMA_URL and COMFY_URL, the empty ones left out. */
+  upstreams: string[];
+  socket: ClaimSocket;
+  system: ClaimSystem;
+  tmpdir: string;
+  pid: number;
+  /** What to answer before the listeners are bound (their LISTEN_* values). */
+  listening: string[];
+}
+
+export interface CardClaim {
+  /** Once the listeners are bound: their URLs, for the answer to a second instance. */
+  listening: string[];
+  release(): void;
+}
+
+export type ClaimResult = { ok: true; claim: CardClaim } | { ok: false; message: string };
+
+/**
+ * Claim every upstream, or none. Taken in the order of their keys, so two instances starting
+ * together with the same upstreams cannot each take one and refuse each other.
+ */
+export async function claimCard(opts: ClaimOptions): Promise<ClaimResult> {
+  const byKey = new Map<string, string>();
+  for (const u of opts.upstreams) if (!byKey.has(upstreamKey(u))) byKey.set(upstreamKey(u), normalizeUpstream(u));
+  const claim: CardClaim & { held: HeldAddress[] } = {
+    listening: opts.listening,
+    held: [],
+    release() {
+      for (const h of this.held.splice(0)) h.release();
+    },
+  };
+  const answer = () => holderLine({ pid: opts.pid, listening: claim.listening });
+  for (const key of [...byKey.keys()].sort()) {
+    const address = claimAddress(key, opts.system, opts.tmpdir);
+    let got: HeldAddress | "taken";
+    try {
+      got = await opts.socket.listen(address, answer);
+    } catch (err) {
+      claim.release();
+      throw err;
+    }
+    if (got === "taken") {
+      claim.release();
+      const said = await opts.socket.ask(address);
+      return { ok: false, message: refusal(byKey.get(key)!, said === undefined ? undefined : parseHolderLine(said)) };
+    }
+    claim.held.push(got);
+  }
+  return { ok: true, claim };
+}
