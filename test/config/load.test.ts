@@ -364,6 +364,7 @@ describe("describeConfig", () => {
     expect(describeConfig(config)).toEqual([
       "LISTEN_OLLAMA=:11434",
       "LISTEN_COMFY=:8188",
+      "LISTEN_OLLAMA_NESTED=",
       "ALLOWED_HOSTS=",
       "OLLAMA_URL=http://***@127.0.0.1:11435",
       "COMFY_URL=",
