@@ -77,7 +77,7 @@ export async function completions(ctx: Ctx, kind: Kind): Promise<Response> {
   const startedAt = ctx.core.gpu.now();
   let lease: Lease;
   try {
-    lease = await ctx.core.lease(model, undefined, ctx.req.signal);
+    lease = await ctx.core.lease(model, undefined, ctx.req);
   } catch {
     return writerError(499, "request canceled");
   }
@@ -163,7 +163,7 @@ export async function embeddings(ctx: Ctx): Promise<Response> {
   if (!model) return writerError(404, `model ${JSON.stringify(name)} not found, try pulling it first`);
   let lease: Lease;
   try {
-    lease = await ctx.core.lease(model, undefined, ctx.req.signal);
+    lease = await ctx.core.lease(model, undefined, ctx.req);
   } catch {
     return writerError(499, "request canceled");
   }
@@ -202,4 +202,48 @@ export function model(ctx: Ctx, name: string): Response {
   const m = ctx.core.find(name);
   if (!m) return writerError(404, `model '${name}' not found`);
   return encoderRes(200, { id: name, object: "model", created: Math.floor(m.modifiedAt / 1000), owned_by: "library" });
+}
+
+/**
+ * POST /v1/responses (ResponsesMiddleware → ChatHandler), answered whole: the simulator does not
+ * stream it. `input` is a string or a list of messages whose text is the prompt.
+ */
+export async function responses(ctx: Ctx): Promise<Response> {
+  const b = bindJson(ctx.body, "openai.ResponsesRequest");
+  if (!b.ok) return abortRes(400, b.error);
+  const req = b.value;
+  const input = req.input;
+  const prompt =
+    typeof input === "string"
+      ? input
+      : Array.isArray(input)
+        ? input.map((m) => (m && typeof m === "object" ? str((m as Record<string, unknown>).content) : "")).join("\n")
+        : "";
+  const name = str(req.model);
+  const model = ctx.core.find(name);
+  if (!model) return writerError(404, `model '${name}' not found`);
+  const startedAt = ctx.core.gpu.now();
+  let lease: Lease;
+  try {
+    lease = await ctx.core.lease(model, undefined, ctx.req);
+  } catch {
+    return writerError(499, "request canceled");
+  }
+  try {
+    const s = await ctx.core.answer(prompt, undefined, lease, startedAt, ctx.req.signal, () => {});
+    const content = [{ type: "output_text", text: s.text, annotations: [] }];
+    return encoderRes(200, {
+      id: randomId("resp"),
+      object: "response",
+      created_at: Math.floor(startedAt / 1000),
+      status: "completed",
+      model: name,
+      output: [{ type: "message", id: randomId("msg"), status: "completed", role: "assistant", content }],
+      usage: { input_tokens: s.promptEvalCount, output_tokens: s.evalCount, total_tokens: s.promptEvalCount + s.evalCount },
+    });
+  } catch {
+    return writerError(499, "request canceled");
+  } finally {
+    lease.release();
+  }
 }
