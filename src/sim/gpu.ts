@@ -76,6 +76,8 @@ export interface GpuEvent {
   detail: string;
   /** Total VRAM in use after the event. */
   vramUsed: number;
+  /** On "overlap-start": the hold that began it was loaded for a nested request (see Hold). */
+  nested?: boolean;
 }
 
 export type GpuListener = (e: GpuEvent) => void;
@@ -120,7 +122,7 @@ export class SimGpu {
       this.emit({ kind: "oversubscribed", at, tenant, detail, vramUsed: used });
     }
     if (otherBefore && this.active(tenant).length === 1) {
-      this.emit({ kind: "overlap-start", at, tenant, detail, vramUsed: used });
+      this.emit({ kind: "overlap-start", at, tenant, detail, vramUsed: used, ...(hold.nested ? { nested: true } : {}) });
     }
     return hold;
   }
