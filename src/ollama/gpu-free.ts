@@ -41,6 +41,9 @@ function atLeast(v: readonly number[], min: readonly number[]): boolean {
   return true;
 }
 
+/** What every cloud name ends with (isCloudModel decides). */
+const CLOUD_TAIL = /cloud[\t\n\v\f\r ]*$/i;
+
 /** An unload body is a few dozen bytes; a larger one is not worth a parse to find out. */
 const UNLOAD_BODY_MAX = 4096;
 
@@ -49,7 +52,8 @@ const UNLOAD_BODY_MAX = 4096;
  * `scanned`: the first model name the streaming scan found, the cheap pre-check for the cloud rule.
  */
 export function noGpuReason(path: string, body: Uint8Array, scanned: string | undefined, can: OllamaAbilities): NoGpuReason | undefined {
-  const cloudCandidate = can.cloud && scanned !== undefined && scanned.toLowerCase().includes("cloud");
+  // A regex test, not toLowerCase(): the usual chat pays no allocation here.
+  const cloudCandidate = can.cloud && scanned !== undefined && CLOUD_TAIL.test(scanned);
   const unloadPath = path === "/api/generate" ? "prompt" : path === "/api/chat" ? "messages" : undefined;
   const unloadCandidate = can.unload && unloadPath !== undefined && body.length <= UNLOAD_BODY_MAX && hasAlive(body);
   if (!cloudCandidate && !unloadCandidate) return undefined;

@@ -1,7 +1,7 @@
 /**
  * A prompt-enhancer node for the simulated ComfyUI, after stavsap/comfyui-ollama's OllamaGenerate:
  * in the middle of a job it asks Ollama to rewrite a prompt (api-facts S4). Its `url` input is the
- * node's URL field; left empty, the simulator's `ollamaUrl` (comfyui-ollama's OLLAMA_HOST) is used.
+ * node's URL field; left empty, the simulator's `ollamaUrl` is used (OLLAMA_HOST, as the ollama Python client reads it).
  * Pointed at the turnstile's nested listener it is served during the job; pointed at the ordinary
  * one it waits for the job that is waiting for it, until its own timeout.
  */
