@@ -224,7 +224,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       },
       config.probeTimeoutMs,
     );
-  if (handoff) lock.onEvent((e) => void (e.type === "transition" && (e.from === "image" || e.from === "lease") && handoff.arm()));
+  if (handoff) {
+    lock.onEvent((e) => {
+      if (e.type !== "transition") return;
+      if (e.to === "image" || e.to === "lease") handoff.disarm();
+      else if (e.from === "image" || e.from === "lease") handoff.arm();
+    });
+  }
   const emitJob = withExtra(
     withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)),
     withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),

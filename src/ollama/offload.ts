@@ -46,6 +46,11 @@ export class HandoffCheck {
     this.#armed = true;
   }
 
+  /** The image side has the card again: what loads now (a nested request) is no hand-off's doing. */
+  disarm(): void {
+    this.#armed = false;
+  }
+
   /** A model answered (so it is loaded). Resolves when the check, if one was due, is done; never rejects. */
   loaded(): Promise<void> {
     if (!this.#armed) return Promise.resolve();

@@ -286,7 +286,13 @@ async function proxyLLM(
     : () => admitLLM(deps.lock, deps.busy, req.signal);
   // Per attempt: a retry after the image job ended goes through the lock like any request.
   const acquire = async (): Promise<Hold> => {
-    if (info.noGpu) return NO_HOLD;
+    if (info.noGpu) {
+      // Nothing of the job's card is used: the session's end need not wait for it.
+      nested?.release();
+      nested = undefined;
+      info.nested = undefined;
+      return NO_HOLD;
+    }
     const slot = nested ?? deps.nested?.();
     nested = undefined;
     if (slot && watch) slot.onCut((err) => watch.cut(err));
@@ -347,6 +353,11 @@ async function proxyLLM(
   } catch (err) {
     info.model = model;
     tracker?.end(tracked);
+    // Refused or gone before its first attempt: it used nothing of the job's card.
+    if (nested) {
+      nested.release();
+      info.nested = undefined;
+    }
     if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
     if (err instanceof BodyRefused) {
       const type = err.status === 413 ? "request_too_large" : "invalid_request_error";

@@ -125,6 +125,24 @@ describe("a prompt-enhancer node calling Ollama mid-job", () => {
   });
 });
 
+describe("nested requests that use nothing of the job's card", () => {
+  test("a cloud model or a refused body on the nested listener mid-job is not counted as nested and holds up no session's end", async () => {
+    // A session's end that waited FREE_TIMEOUT for these would outlast the test's own timeout.
+    s = await startStack({ env: { ...NESTED, FREE_TIMEOUT: "30s" }, comfy: { jobMs: 300 } });
+    const nestedUrl = s.t.listener("nested")!.url;
+    const id = newPromptId();
+    expect((await submit(s.t, JSON.stringify({ prompt: plainPrompt(), prompt_id: id }))).status).toBe(200);
+    await until(() => s!.t.status.snapshot(false).image.running?.phase === "running", "the job running");
+    const cloud = await fetch(`${nestedUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "gpt-oss:120b-cloud", messages: [{ role: "user", content: "hi" }], stream: false }) });
+    expect(cloud.status).toBe(200);
+    const bomb = await fetch(`${nestedUrl}/v1/responses`, { method: "POST", body: Bun.zstdCompressSync(new Uint8Array(32 << 20)) as BodyInit, headers: { "content-encoding": "zstd" } });
+    expect(bomb.status).toBe(413);
+    await s.t.settled();
+    expect(await metric(s, "gpu_turnstile_nested_requests_total")).toBe(0);
+    expect(await metric(s, "gpu_turnstile_nested_cut_total")).toBe(0);
+  });
+});
+
 /** The plain fixture workflow (no enhancer node), for a job whose nested call is made by hand. */
 function plainPrompt(): unknown {
   const w = enhancerWorkflow("x", 1, "e2e", "", "llama3.2") as { prompt: Record<string, { inputs: Record<string, unknown> }> };
