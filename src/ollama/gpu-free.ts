@@ -41,6 +41,16 @@ function atLeast(v: readonly number[], min: readonly number[]): boolean {
   return true;
 }
 
+/**
+ * The routes whose body Ollama inflates when it is sent `Content-Encoding: zstd` (the cloud
+ * middleware, v0.18.0 on). The others read the bytes as they come: a zstd body there is no JSON.
+ */
+const INFLATING: ReadonlySet<string> = new Set(["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/messages"]);
+
+export function inflatesZstd(path: string): boolean {
+  return INFLATING.has(path);
+}
+
 /** What every cloud name ends with (isCloudModel decides). */
 const CLOUD_TAIL = /cloud[\t\n\v\f\r ]*$/i;
 

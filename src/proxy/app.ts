@@ -17,7 +17,7 @@ import { admit, requestPath, type RequestTarget } from "./front-door.ts";
 import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "../http/forward.ts";
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
 import { modelFieldWatcher } from "../ollama/model-field.ts";
-import type { NoGpuReason } from "../ollama/gpu-free.ts";
+import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
 import { inflateZstd } from "../http/zstd-body.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
@@ -300,8 +300,8 @@ async function proxyLLM(
     return watch ? watch.arm(hold) : hold;
   };
   const bodyWatch = deps.watchLlmBody?.();
-  // Ollama reads a zstd body inflated (api-facts S1); the original bytes are what is forwarded.
-  const zstd = req.headers.get("content-encoding") === "zstd";
+  // Ollama reads a zstd body inflated on its /v1 routes (api-facts S1); the original bytes are what is forwarded.
+  const zstd = req.headers.get("content-encoding") === "zstd" && inflatesZstd(routed);
   // The model is read once from the body, for the status, the log and the blind unload's memory:
   // a buffered body before the slot (a waiting request shows its model), a streamed one as it goes out.
   let model: string | undefined;

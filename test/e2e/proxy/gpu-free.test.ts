@@ -88,11 +88,17 @@ describe("zstd bodies the turnstile refuses itself", () => {
     const big = await postZstd(`${s.t.ollamaUrl}/v1/responses`, bomb, "bomb");
     expect(big.status).toBe(413);
     expect(((await big.json()) as { error: { type: string; message: string } }).error.message).toContain("20 MiB");
-    const bad = await postZstd(`${s.t.ollamaUrl}/api/chat`, new TextEncoder().encode("not zstd at all"), "corrupt");
+    const bad = await postZstd(`${s.t.ollamaUrl}/v1/chat/completions`, new TextEncoder().encode("not zstd at all"), "corrupt");
     expect(bad.status).toBe(400);
-    expect(typeof ((await bad.json()) as { error: unknown }).error).toBe("string");
+    expect(((await bad.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
     expect(s.pair.ollama.calls.filter((c) => c.headers[TAG] === "bomb" || c.headers[TAG] === "corrupt")).toEqual([]);
     expect(s.t.lock.state).toBe("idle");
+  });
+
+  test("a native route does not inflate (nor does Ollama there): the bytes go on unread, and Ollama answers", async () => {
+    const res = await postZstd(`${s.t.ollamaUrl}/api/chat`, Bun.zstdCompressSync(JSON.stringify({ model: "llama3.2", messages: [] })), "native zstd");
+    expect(res.status).toBe(400);
+    expect(s.pair.ollama.calls.filter((c) => c.headers[TAG] === "native zstd")).toHaveLength(1);
   });
 });
 
