@@ -39,11 +39,12 @@ export function cloudModel(name: string, at: number): Model {
 const MAX_INFLATED = 20 << 20;
 
 /**
- * cloudPassthroughMiddleware: a /v1 route inflates `Content-Encoding: zstd` before reading the
+ * cloudPassthroughMiddleware: a /v1 inference route inflates `Content-Encoding: zstd` before reading the
  * body; the native routes do not (their JSON binding then fails). A Response is the 400 it answers.
  */
 export function inflateRequest(path: string, encoding: string | null, body: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> | Response {
-  if (encoding !== "zstd" || !path.startsWith("/v1/")) return body;
+  // routes.go: the routes registered with cloudPassthroughMiddleware (transcriptions is not).
+  if (encoding !== "zstd" || !/^\/v1\/(chat\/completions|completions|embeddings|responses|messages)$/.test(path)) return body;
   try {
     return new Uint8Array(zstdDecompressSync(body, { maxOutputLength: MAX_INFLATED }));
   } catch (err) {
