@@ -7,7 +7,7 @@
 import { goJson } from "./gojson.ts";
 import type { AnswerStats } from "./ollama-core.ts";
 import type { Ctx } from "./ollama-native.ts";
-import { countTokens, embedText, supports } from "./ollama-models.ts";
+import { countTokens, embedText, type Model, supports } from "./ollama-models.ts";
 import type { Lease } from "./ollama-scheduler.ts";
 import { bindJson, JSON_CT, str, streamRes } from "./ollama-wire.ts";
 
@@ -159,14 +159,9 @@ export async function embeddings(ctx: Ctx): Promise<Response> {
   const texts = typeof input === "string" ? [input] : Array.isArray(input) && input.every((x) => typeof x === "string") ? (input as string[]) : undefined;
   if (!texts) return writerError(400, "invalid input type");
   const name = str(req.model);
-  const model = ctx.core.find(name);
-  if (!model) return writerError(404, `model ${JSON.stringify(name)} not found, try pulling it first`);
-  let lease: Lease;
-  try {
-    lease = await ctx.core.lease(model, undefined, ctx.req);
-  } catch {
-    return writerError(499, "request canceled");
-  }
+  const h = await held(ctx, name, `model ${JSON.stringify(name)} not found, try pulling it first`);
+  if (h instanceof Response) return h;
+  const { model, lease } = h;
   try {
     await ctx.core.timers.sleep(ctx.core.timing.tokenDelayMs, ctx.req.signal);
     const dims = typeof req.dimensions === "number" && req.dimensions > 0 ? Math.min(req.dimensions, model.embeddingLength) : model.embeddingLength;
@@ -220,15 +215,10 @@ export async function responses(ctx: Ctx): Promise<Response> {
         ? input.map((m) => (m && typeof m === "object" ? str((m as Record<string, unknown>).content) : "")).join("\n")
         : "";
   const name = str(req.model);
-  const model = ctx.core.find(name);
-  if (!model) return writerError(404, `model '${name}' not found`);
   const startedAt = ctx.core.gpu.now();
-  let lease: Lease;
-  try {
-    lease = await ctx.core.lease(model, undefined, ctx.req);
-  } catch {
-    return writerError(499, "request canceled");
-  }
+  const h = await held(ctx, name, `model '${name}' not found`);
+  if (h instanceof Response) return h;
+  const { lease } = h;
   try {
     const s = await ctx.core.answer(prompt, undefined, lease, startedAt, ctx.req.signal, () => {});
     const content = [{ type: "output_text", text: s.text, annotations: [] }];
@@ -245,5 +235,16 @@ export async function responses(ctx: Ctx): Promise<Response> {
     return writerError(499, "request canceled");
   } finally {
     lease.release();
+  }
+}
+
+/** The model found and held (loaded if need be) for one request, or the error reply. */
+async function held(ctx: Ctx, name: string, notFound: string): Promise<{ model: Model; lease: Lease } | Response> {
+  const model = ctx.core.find(name);
+  if (!model) return writerError(404, notFound);
+  try {
+    return { model, lease: await ctx.core.lease(model, undefined, ctx.req) };
+  } catch {
+    return writerError(499, "request canceled");
   }
 }
