@@ -7,6 +7,7 @@ import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
+import { formatDuration } from "./config/duration.ts";
 import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
@@ -241,7 +242,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       timeoutMs: config.freeTimeoutMs,
       onCut: (n) => {
         metrics.nestedCut.inc({}, n);
-        log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${config.freeTimeoutMs} ms)`);
+        log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
       },
     }),
     comfy,
