@@ -55,7 +55,7 @@ export function inflatesZstd(path: string): boolean {
 const CLOUD_TAIL = /cloud[\t\n\v\f\r ]*$/i;
 
 /** An unload body is a few dozen bytes; a larger one is not worth a parse to find out. */
-const UNLOAD_BODY_MAX = 4096;
+const UNLOAD_BODY_MAX = 512;
 
 /**
  * Why `body` (decoded, on the routed `path`) uses no local GPU, or undefined when it may.
@@ -65,7 +65,7 @@ export function noGpuReason(path: string, body: Uint8Array, scanned: string | un
   // A regex test, not toLowerCase(): the usual chat pays no allocation here.
   const cloudCandidate = can.cloud && scanned !== undefined && CLOUD_TAIL.test(scanned);
   const unloadPath = path === "/api/generate" ? "prompt" : path === "/api/chat" ? "messages" : undefined;
-  const unloadCandidate = can.unload && unloadPath !== undefined && body.length <= UNLOAD_BODY_MAX && hasAlive(body);
+  const unloadCandidate = can.unload && unloadPath !== undefined && body.length <= UNLOAD_BODY_MAX && mayHaveZeroKeepAlive(body);
   if (!cloudCandidate && !unloadCandidate) return undefined;
   const fields = goFields(body);
   if (!fields) return undefined;
@@ -204,10 +204,17 @@ export function goFold(key: string): string {
   return out;
 }
 
-/** The ASCII bytes "alive" somewhere in `body` (every keep_alive spelled in lower-case ASCII has them). */
-function hasAlive(body: Uint8Array): boolean {
-  for (let i = body.indexOf(0x61); i >= 0 && i + 5 <= body.length; i = body.indexOf(0x61, i + 1)) {
-    if (body[i + 1] === 0x6c && body[i + 2] === 0x69 && body[i + 3] === 0x76 && body[i + 4] === 0x65) return true;
+/**
+ * `alive"` followed by a value that may be zero (`0`, `"0s"`, `.0`, `-0`): what every zero
+ * keep_alive spelled in lower-case ASCII looks like, so the usual body (no keep_alive, or "5m")
+ * is never parsed. Found by its `v`, rarer in text than its `a`.
+ */
+function mayHaveZeroKeepAlive(body: Uint8Array): boolean {
+  for (let i = body.indexOf(0x76, 3); i >= 0; i = body.indexOf(0x76, i + 1)) {
+    if (body[i + 1] !== 0x65 || body[i + 2] !== 0x22 || body[i - 1] !== 0x69 || body[i - 2] !== 0x6c || body[i - 3] !== 0x61) continue;
+    let j = i + 3;
+    while (j < body.length && (body[j] === 0x20 || body[j] === 0x09 || body[j] === 0x0a || body[j] === 0x0d || body[j] === 0x3a || body[j] === 0x22 || body[j] === 0x2b || body[j] === 0x2d)) j++;
+    if (body[j] === 0x30 || body[j] === 0x2e) return true;
   }
   return false;
 }
