@@ -102,13 +102,15 @@ export class ImageSessions {
   }
 
   /**
-   * A nested LLM request (SPEC "Nested LLM requests") joins the session whose job ComfyUI is
-   * running now: Ollama was emptied for it, ComfyUI accepted a job, and its last job has not left.
-   * undefined otherwise — the request then waits for the lock like any other.
+   * A nested LLM request (SPEC "Nested LLM requests") joins the session whose jobs may be running
+   * in ComfyUI now: Ollama was emptied for it (so its /prompt went on) and its last job has not
+   * left. Not "ComfyUI accepted a job": ComfyUI may start the job, and its node call us, before
+   * its answer to /prompt has reached the turnstile. undefined otherwise — the request then waits
+   * for the lock like any other.
    */
   joinNested(): NestedTicket | undefined {
     for (const s of this.#open.values()) {
-      if (!s.prepared || s.accepted === 0 || s.ending) continue;
+      if (!s.prepared || s.ending) continue;
       let release!: () => void;
       const entry: NestedEntry = { done: new Promise<void>((r) => (release = r)) };
       s.nested.add(entry);

@@ -12,7 +12,7 @@ function setup(drainMs = 60_000) {
 }
 
 describe("joinNested", () => {
-  test("only while ComfyUI runs a job of a session whose unload is done, and not once its last job left", async () => {
+  test("only once the session's unload is done (its /prompt may be running), and not once its last job left", async () => {
     const { lock, sessions, signal } = setup();
     expect(sessions.joinNested()).toBeUndefined(); // idle: an ordinary request
     let unloaded!: () => void;
@@ -20,8 +20,7 @@ describe("joinNested", () => {
     expect(sessions.joinNested()).toBeUndefined(); // Ollama still being emptied
     unloaded();
     await a.ready();
-    expect(sessions.joinNested()).toBeUndefined(); // ComfyUI has not accepted the job yet
-    a.accepted();
+    // ComfyUI may run the job (and its node call us) before its answer to /prompt is read.
     const slot = sessions.joinNested();
     expect(slot).toBeDefined();
     expect(lock.snapshot().llmInflight).toBe(0); // it took no LLM slot

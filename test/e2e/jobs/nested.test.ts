@@ -79,7 +79,7 @@ describe("a prompt-enhancer node calling Ollama mid-job", () => {
     expect(s.gpu.overlaps()).toEqual([]);
   });
 
-  test("outside image jobs the nested listener is an ordinary LLM listener: it takes a slot, and an image job waits for it", async () => {
+  test("outside image jobs the nested listener is an ordinary LLM listener: it takes an LLM slot and carries no mark", async () => {
     s = await startStack({ env: NESTED, ollama: { tokenDelayMs: 30, tokens: 8 } });
     const nestedUrl = s.t.listener("nested")!.url;
     const chat = fetch(`${nestedUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }], stream: false }) });
