@@ -9,8 +9,8 @@
  *
  * Every doubt answers "uses the GPU": the cost of a wrong "no" is a wait, of a wrong "yes" a model
  * loaded under ComfyUI. So the body is read as Go reads it — keys matched case-insensitively with
- * Go's folding (`"PROMPT"`, `"meſſages"` and `"\u212aeep_alive"` are Ollama's fields), the last
- * duplicate winning — and anything unusual (a non-ASCII model name, a prompt that is not a string,
+ * Go's folding (`"PROMPT"`, `"meſſages"` and `"\u212aeep_alive"` are Ollama's fields) — and
+ * anything unusual (a field named twice, a non-ASCII model name, a prompt that is not a string,
  * images, a body that is not one JSON object) keeps the lock.
  *
  * Called on every buffered LLM body, so the usual chat pays two cheap checks and no parse.
