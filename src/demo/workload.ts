@@ -1,8 +1,9 @@
 /**
  * The scripted workload, the same with or without the turnstile: streaming chats from several
  * clients, an embedding batch, an image job arriving mid-chat, a second one queued behind it, a
- * burst of three more from a batch UI, a chat that arrives while the images run, and a client that
- * gives up while waiting.
+ * burst of three more from a batch UI, a chat that arrives while the images run, a client that
+ * gives up while waiting, and a workflow whose prompt-enhancer step asks Ollama mid-job (on the
+ * nested listener).
  */
 import { embed, generateImage, streamChat, type ChatResult, type ImageResult } from "./clients.ts";
 import { secs, type Timeline } from "./timeline.ts";
