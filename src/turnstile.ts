@@ -7,6 +7,7 @@ import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
+import { formatDuration } from "./config/duration.ts";
 import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
@@ -17,6 +18,8 @@ import type { Logger } from "./observe/log.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
+import { noGpuReason } from "./ollama/gpu-free.ts";
+import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
@@ -111,8 +114,11 @@ function machineAddresses(): string[] {
 /** Distinct refused Hosts that are logged; the rest are only counted (403 in the request metrics). */
 const MAX_HOST_WARNINGS = 20;
 
-/** The blind unload's memory of one LLM request: its model once sent, forgotten if Ollama does not know it. */
-function llmBodyWatch(ollama: OllamaClient): LlmBodyWatch {
+/**
+ * The blind unload's memory of one LLM request: its model once sent, forgotten if Ollama does not
+ * know it. A success after a hand-off means a model is loaded: time for the offload check.
+ */
+function llmBodyWatch(ollama: OllamaClient, handoff: HandoffCheck): LlmBodyWatch {
   let model: string | undefined;
   return {
     sent(m) {
@@ -121,6 +127,7 @@ function llmBodyWatch(ollama: OllamaClient): LlmBodyWatch {
     },
     answered(status) {
       if (status === 404 && model !== undefined) ollama.memory.unknown(model);
+      else if (status < 300 && handoff.armed) void handoff.loaded();
     },
   };
 }
@@ -207,13 +214,37 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 
+  // After the image side hands the card on, the first model that loads is checked for a CPU split.
+  const handoff =
+    ollama &&
+    new HandoffCheck(
+      ollama,
+      (m) => {
+        metrics.partialOffload.inc({});
+        log.warn(offloadWarning(m), { model: m.name, size: m.size, size_vram: m.sizeVram });
+      },
+      config.probeTimeoutMs,
+    );
+  if (handoff) {
+    lock.onEvent((e) => {
+      if (e.type !== "transition") return;
+      if (e.to === "image" || e.to === "lease") handoff.disarm();
+      else if (e.from === "image" || e.from === "lease") handoff.arm();
+    });
+  }
   const emitJob = withExtra(
     withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)),
-    opts.onJobEvent,
+    withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
   );
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
-    sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e })),
+    sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
+      timeoutMs: config.freeTimeoutMs,
+      onCut: (n) => {
+        metrics.nestedCut.inc({}, n);
+        log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
+      },
+    }),
     comfy,
     ollama,
     tracker,
@@ -272,8 +303,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   };
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
-    const watchLlmBody = ollama && comfy ? () => llmBodyWatch(ollama) : undefined;
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody });
+    const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
+    const noGpu = ollama && ((path: string, body: Uint8Array, scanned: string | undefined) => noGpuReason(path, body, scanned, ollama.abilities));
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu });
+    if (config.ollamaUrl && config.listenOllamaNested) {
+      const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
+      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });
+    }
     if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
   } catch (err) {
     for (const s of servers) s.server.stop(true);

@@ -262,6 +262,6 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   process.on("SIGTERM", onSignal);
   host?.onStopRequest(() => shutdown(0));
   // Said last: once an operator (or a script) reads "ready", Ctrl-C already stops gracefully.
-  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: redactUrl(b.name === "ollama" ? config.ollamaUrl : config.comfyUrl) });
+  for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: redactUrl(b.name === "comfy" ? config.comfyUrl : config.ollamaUrl) });
   return { turnstile, log, done, shutdown };
 }

@@ -264,6 +264,7 @@ function crossChecks(
   const listeners: Array<{ key: string; listen: string; enabled: boolean }> = [
     { key: "LISTEN_OLLAMA", listen: config.listenOllama, enabled: config.ollamaUrl !== "" },
     { key: "LISTEN_COMFY", listen: config.listenComfy, enabled: config.comfyUrl !== "" },
+    { key: "LISTEN_OLLAMA_NESTED", listen: config.listenOllamaNested, enabled: config.ollamaUrl !== "" && config.listenOllamaNested !== "" },
   ];
   for (const field of ["ollamaUrl", "comfyUrl"] as const) {
     const url = config[field];

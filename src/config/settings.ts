@@ -71,6 +71,14 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Listener for ComfyUI clients (same forms as LISTEN_OLLAMA).",
   },
   {
+    key: "LISTEN_OLLAMA_NESTED",
+    field: "listenOllamaNested",
+    default: "",
+    defaultDoc: "_(empty = off)_",
+    kind: "listen",
+    doc: "A second Ollama listener for LLM calls made from inside ComfyUI workflows (prompt-enhancer nodes): during an image job they are served at once and share the card with the job; otherwise it is an ordinary Ollama listener.",
+  },
+  {
     key: "ALLOWED_HOSTS",
     field: "allowedHosts",
     default: "",

@@ -6,6 +6,8 @@ export type BusyMode = "wait" | "reject";
 export interface Config {
   listenOllama: string;
   listenComfy: string;
+  /** "" = no nested listener */
+  listenOllamaNested: string;
   /** ALLOWED_HOSTS as written; "" = the local names only */
   allowedHosts: string;
   /** "" = consumer disabled */

@@ -45,8 +45,8 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
   let turnstile: Turnstile | undefined;
   if (!opts.withoutTurnstile) turnstile = startDemoTurnstile(sims, tl);
   const targets = turnstile
-    ? { ollama: turnstile.listener("ollama")!.url, comfy: turnstile.listener("comfy")!.url }
-    : { ollama: sims.ollama.url, comfy: sims.comfy.url };
+    ? { ollama: turnstile.listener("ollama")!.url, comfy: turnstile.listener("comfy")!.url, nested: turnstile.listener("nested")!.url }
+    : { ollama: sims.ollama.url, comfy: sims.comfy.url, nested: sims.ollama.url };
 
   tl.text(
     `gpu-turnstile ${VERSION} demo — simulated Ollama ${sims.ollama.url} and ComfyUI ${sims.comfy.url} on one ${gib(VRAM)} GPU`,
@@ -54,7 +54,7 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
   );
   tl.text(
     turnstile
-      ? `clients talk to the turnstile: Ollama side ${targets.ollama}, ComfyUI side ${targets.comfy}\n`
+      ? `clients talk to the turnstile: Ollama side ${targets.ollama}, ComfyUI side ${targets.comfy}, ComfyUI's prompt-enhancer ${targets.nested} (nested)\n`
       : "WITHOUT the turnstile: clients talk straight to the simulators\n",
     turnstile ? "plain" : "warn",
   );
@@ -89,6 +89,7 @@ function startDemoTurnstile(sims: SimPair, tl: Timeline): Turnstile {
       COMFY_URL: sims.comfy.url,
       LISTEN_OLLAMA: "127.0.0.1:0",
       LISTEN_COMFY: "127.0.0.1:0",
+      LISTEN_OLLAMA_NESTED: "127.0.0.1:0",
       UNLOAD_POLL_INTERVAL: "50ms",
       HISTORY_POLL_INTERVAL: "100ms",
       FREE_POLL_INTERVAL: "50ms",
@@ -164,6 +165,7 @@ function gpuNarrator(tl: Timeline): (e: GpuEvent) => void {
       case "freed":
         return tl.event("comfyui", `models unloaded ${used}`, "dim");
       case "overlap-start":
+        if (e.nested) return tl.event("GPU", `shared by choice: the prompt-enhancer's ${e.detail} loads beside the image job that asked for it ${used}`, "image");
         return tl.event("GPU", `OVERLAP: Ollama and ComfyUI both hold VRAM ${used}`, "warn");
       case "oversubscribed":
         return tl.event("GPU", `OVERSUBSCRIBED: ${gib(e.vramUsed)} asked of a ${gib(VRAM)} card — the driver spills to system RAM or OOMs`, "warn");
@@ -185,7 +187,10 @@ function printSummary(tl: Timeline, sims: SimPair, r: WorkloadResult, withTurnst
   const failed = r.chats.filter((c) => !c.r.ok && !c.r.aborted).length;
   const firsts = r.chats.filter((c) => c.r.firstTokenMs !== undefined).map((c) => c.r.firstTokenMs!);
   const images = r.images.filter((i) => i.r.ok).length;
-  const overlaps = sims.gpu.overlaps();
+  // What the nested listener does by design is reported apart, never hidden in or taken from the count.
+  const overlaps = sims.gpu.overlaps({ excuseNested: true });
+  const nestedOverlaps = sims.gpu.overlaps().length - overlaps.length;
+  const nestedCalls = sims.ollama.calls.filter((c) => c.headers["x-gpu-turnstile-nested"] !== undefined).length;
   const over = sims.gpu.oversubscriptions;
   tl.text("");
   tl.text(`summary (${withTurnstile ? "with" : "WITHOUT"} the turnstile)`, "gpu");
@@ -201,6 +206,9 @@ function printSummary(tl: Timeline, sims: SimPair, r: WorkloadResult, withTurnst
   tl.text(`  makespan:             ${secs(r.makespanMs)}`);
   tl.text(`  checkpoint loads:     ${sims.comfy.checkpointLoads()}, /free calls: ${sims.comfy.calls.filter((c) => /^(\/api)?\/free$/.test(c.path)).length}`);
   tl.text(`  VRAM oversubscribed:  ${over.length} time(s)`, over.length ? "warn" : "ok");
+  if (withTurnstile) {
+    tl.text(`  nested LLM calls:     ${nestedCalls} served during image jobs, sharing the card by the operator's choice (${nestedOverlaps} such overlap(s))`);
+  }
   tl.text(`  GPU overlaps: ${overlaps.length}`, overlaps.length ? "warn" : "ok");
   return overlaps.length;
 }

@@ -27,3 +27,18 @@ export function demoWorkflow(text: string, seed: number, clientId: string): unkn
     },
   };
 }
+
+/**
+ * The same workflow with a prompt-enhancer step (comfyui-ollama's OllamaGenerate node): in the
+ * middle of the job ComfyUI asks Ollama at `ollamaUrl` to rewrite `text`, and the positive prompt
+ * is its answer. Pointed at the turnstile's nested listener (LISTEN_OLLAMA_NESTED).
+ */
+export function enhancerWorkflow(text: string, seed: number, clientId: string, ollamaUrl: string, model: string): unknown {
+  const w = demoWorkflow(text, seed, clientId) as { prompt: Record<string, { class_type: string; inputs: Record<string, unknown> }> };
+  w.prompt["10"] = {
+    class_type: "OllamaGenerate",
+    inputs: { prompt: `Rewrite as a detailed image prompt: ${text}`, model, url: ollamaUrl, keep_alive: 5 },
+  };
+  w.prompt["6"]!.inputs.text = ["10", 0];
+  return w;
+}

@@ -1,17 +1,23 @@
 /**
  * The scripted workload, the same with or without the turnstile: streaming chats from several
  * clients, an embedding batch, an image job arriving mid-chat, a second one queued behind it, a
- * burst of three more from a batch UI, a chat that arrives while the images run, and a client that
- * gives up while waiting.
+ * burst of three more from a batch UI, a chat that arrives while the images run, a client that
+ * gives up while waiting, and a workflow whose prompt-enhancer step asks Ollama mid-job (on the
+ * nested listener).
  */
 import { embed, generateImage, streamChat, type ChatResult, type ImageResult } from "./clients.ts";
 import { secs, type Timeline } from "./timeline.ts";
-import { demoWorkflow } from "./workflow.ts";
+import { demoWorkflow, enhancerWorkflow } from "./workflow.ts";
 
 export interface Targets {
   ollama: string;
   comfy: string;
+  /** Where ComfyUI's prompt-enhancer node calls Ollama: the nested listener (or Ollama itself, without the turnstile). */
+  nested: string;
 }
+
+/** The prompt-enhancer's model: small enough to share the card with the image job that asks for it. */
+const ENHANCER_MODEL = "llama3.2";
 
 export interface WorkloadResult {
   chats: { who: string; r: ChatResult }[];
@@ -42,10 +48,12 @@ export async function runWorkload(t: Targets, tl: Timeline): Promise<WorkloadRes
     }
   };
 
-  const image = async (who: string, startMs: number, text: string, seed: number) => {
+  const image = async (who: string, startMs: number, text: string, seed: number, enhance = false) => {
     await at(startMs);
-    tl.event(who, `queues an image: "${text}" (POST /prompt)`, "image");
-    const r = await generateImage(t.comfy, demoWorkflow(text, seed, `demo-${who}`), (id, ms) =>
+    if (enhance) tl.event(who, `queues an image whose prompt-enhancer step asks ${ENHANCER_MODEL} mid-job, on the nested listener: "${text}"`, "image");
+    else tl.event(who, `queues an image: "${text}" (POST /prompt)`, "image");
+    const workflow = enhance ? enhancerWorkflow(text, seed, `demo-${who}`, t.nested, ENHANCER_MODEL) : demoWorkflow(text, seed, `demo-${who}`);
+    const r = await generateImage(t.comfy, workflow, (id, ms) =>
       tl.event(who, `ComfyUI accepted prompt ${id.slice(0, 8)} after ${secs(ms)}`, "image"),
     );
     images.push({ who, r });
@@ -73,6 +81,7 @@ export async function runWorkload(t: Targets, tl: Timeline): Promise<WorkloadRes
     chat("carol", 1800, "ollama"),
     chat("impatient", 2000, "openai", { giveUpMs: 2500 }),
     ...["a fox in the snow", "a fox in the desert", "a fox in the city"].map((text, i) => image("batch-ui", 2400, text, 100 + i)),
+    image("enhancer-flow", 2600, "a fox, but make it epic", 200, true),
   ]);
   return { chats, embeds, images, makespanMs: tl.elapsed() - t0 };
 }

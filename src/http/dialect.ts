@@ -6,8 +6,11 @@
 
 export type Dialect = "ollama" | "openai" | "comfy";
 
-/** The two listeners; each answers in its upstream's dialect. */
-export type Listener = "ollama" | "comfy";
+/**
+ * The listeners; each answers in its upstream's dialect. `nested`: a second Ollama listener for
+ * LLM calls made from inside ComfyUI workflows (LISTEN_OLLAMA_NESTED).
+ */
+export type Listener = "ollama" | "comfy" | "nested";
 
 export function dialectFor(listener: Listener, path: string): Dialect {
   if (listener === "comfy") return "comfy";

@@ -71,6 +71,8 @@ export interface ForwardOptions {
    * fires, and when that was before the answer started, forward() rejects with IdleTimeoutError.
    */
   watch?: IdleWatch;
+  /** One more header field for the upstream (lower-case name), e.g. app.ts's NESTED_MARK. */
+  mark?: readonly [string, string];
 }
 
 export type ForwardResult =
@@ -130,6 +132,10 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   const pool = pooledUpstream(opts.upstream);
   const forwarded = { clientIp: opts.clientIp, proto: "http" };
   const headers = pool ? upstreamRequestHead(req.headers, opts.upstream, forwarded) : upstreamRequestHeaders(req.headers, opts.upstream, forwarded);
+  if (opts.mark) {
+    if ("lines" in headers) headers.lines += `${opts.mark[0]}: ${opts.mark[1]}\r\n`;
+    else headers.set(opts.mark[0], opts.mark[1]);
+  }
   const target = pathPrefix(opts.upstream) + incoming.pathname + incoming.search;
 
   for (let attempt = 1; ; attempt++) {

@@ -32,6 +32,31 @@ interface Session {
   readonly ready: Promise<void>;
   /** Jobs ComfyUI accepted in this session: when > 0 its end needs /free. */
   accepted: number;
+  /** Ollama has been emptied: ComfyUI may be running the session's jobs. */
+  prepared: boolean;
+  /** Its last job has left: the session is ending (nested requests go through the lock again). */
+  ending: boolean;
+  /** Nested LLM requests running as part of the session's jobs (the nested listener). */
+  readonly nested: Set<NestedEntry>;
+}
+
+interface NestedEntry {
+  cut?: (err: Error) => void;
+  readonly done: Promise<void>;
+}
+
+/** How a session's end treats the nested requests still running (LISTEN_OLLAMA_NESTED). */
+export interface NestedDrain {
+  /** The longest the end waits for them (FREE_TIMEOUT) before cutting them. */
+  timeoutMs: number;
+  /** Called with how many were cut, when any were. */
+  onCut(n: number): void;
+}
+
+/** A nested request's place in a session: `release` when it ends; `onCut` names how to end it early. */
+export interface NestedTicket {
+  release(): void;
+  onCut(cut: (err: Error) => void): void;
 }
 
 export class ImageSessions {
@@ -43,6 +68,7 @@ export class ImageSessions {
   constructor(
     private readonly lock: SessionLock,
     private readonly onEnd: (e: SessionEnd) => void,
+    private readonly drain: NestedDrain = { timeoutMs: 0, onCut: () => {} },
   ) {}
 
   /**
@@ -56,10 +82,10 @@ export class ImageSessions {
     // grant resolves first); the others wait for that.
     let session = this.#open.get(lease.sessionId);
     if (!session) {
-      session = { id: lease.sessionId, startedAt: performance.now(), accepted: 0, ready: prepare().catch(() => {}) };
-      this.#open.set(session.id, session);
+      const s: Session = { id: lease.sessionId, startedAt: performance.now(), accepted: 0, prepared: false, ending: false, nested: new Set(), ready: prepare().catch(() => {}).then(() => void (s.prepared = true)) };
+      this.#open.set(s.id, (session = s));
     }
-    return new SessionTicket(lease, session, (e) => {
+    return new SessionTicket(lease, session, this.drain, (e) => {
       this.#open.delete(e.id);
       if (e.jobs > 0) this.onEnd({ jobs: e.jobs, durationMs: e.durationMs });
     });
@@ -74,6 +100,30 @@ export class ImageSessions {
   owns(promptId: string): boolean {
     return this.#prompts.has(promptId);
   }
+
+  /**
+   * A nested LLM request (SPEC "Nested LLM requests") joins the session whose jobs may be running
+   * in ComfyUI now: Ollama was emptied for it (so its /prompt went on) and its last job has not
+   * left. Not "ComfyUI accepted a job": ComfyUI may start the job, and its node call us, before
+   * its answer to /prompt has reached the turnstile. undefined otherwise — the request then waits
+   * for the lock like any other.
+   */
+  joinNested(): NestedTicket | undefined {
+    for (const s of this.#open.values()) {
+      if (!s.prepared || s.ending) continue;
+      let release!: () => void;
+      const entry: NestedEntry = { done: new Promise<void>((r) => (release = r)) };
+      s.nested.add(entry);
+      return {
+        release: () => {
+          s.nested.delete(entry);
+          release();
+        },
+        onCut: (cut) => void (entry.cut = cut),
+      };
+    }
+    return undefined;
+  }
 }
 
 export class SessionTicket {
@@ -82,6 +132,7 @@ export class SessionTicket {
   constructor(
     private readonly lease: SessionLease,
     private readonly session: Session,
+    private readonly drain: NestedDrain,
     private readonly onEnd: (e: SessionEnd & { id: number }) => void,
   ) {}
 
@@ -115,12 +166,33 @@ export class SessionTicket {
       return false;
     }
     const s = this.session;
+    s.ending = true;
     try {
+      await this.#drainNested();
       if (s.accepted > 0) await finish();
     } finally {
       this.lease.release();
     }
     this.onEnd({ id: s.id, jobs: s.accepted, durationMs: performance.now() - s.startedAt });
     return true;
+  }
+
+  /**
+   * The session's end waits for the nested requests its jobs started, at most the drain's
+   * timeout, then cuts those still running: the card is not handed on with an LLM answer in flight
+   * that the lock does not count.
+   */
+  async #drainNested(): Promise<void> {
+    const nested = this.session.nested;
+    if (nested.size === 0) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<void>((r) => (timer = setTimeout(r, this.drain.timeoutMs)));
+    await Promise.race([Promise.all([...nested].map((e) => e.done)), timeout]);
+    clearTimeout(timer);
+    if (nested.size === 0) return;
+    const left = [...nested];
+    this.drain.onCut(left.length);
+    for (const e of left) e.cut?.(new Error("gpu-turnstile: the image job that made this nested request has ended"));
+    nested.clear();
   }
 }

@@ -32,6 +32,10 @@ export interface RequestLineInfo {
   client?: string;
   /** An LLM request's model, once its body was read (absent on `-->`). */
   model?: string;
+  /** An LLM request that passed without the lock: it uses no local GPU. */
+  noGpu?: "cloud" | "unload";
+  /** Served during an image job on the nested listener. */
+  nested?: boolean;
 }
 
 const CYAN = "\x1b[36m";
@@ -79,6 +83,8 @@ export function logRequest(logger: Logger, dir: RequestDir, info: RequestLineInf
     logger.info(msg, {
       client: info.client,
       model: info.model,
+      no_gpu: info.noGpu,
+      nested: info.nested,
       listener: info.listener,
       class: info.class,
       method: info.method,
@@ -88,6 +94,6 @@ export function logRequest(logger: Logger, dir: RequestDir, info: RequestLineInf
       bytes: info.bytes,
     });
   } else {
-    logger.info(msg, { client: info.client, model: info.model, listener: info.listener, class: info.class });
+    logger.info(msg, { client: info.client, model: info.model, no_gpu: info.noGpu, nested: info.nested, listener: info.listener, class: info.class });
   }
 }

@@ -7,11 +7,12 @@ import type { GpuState, LeaseKind } from "../lock/types.ts";
 import type { Listener, RequestClass as ProxyRequestClass } from "../proxy/classify.ts";
 import type { BusyReason } from "../proxy/llm-gate.ts";
 import { IDLE_REASONS, type IdleReason } from "../http/idle-watch.ts";
+import type { NoGpuReason } from "../ollama/gpu-free.ts";
 import { Counter, Gauge, Histogram, PROMETHEUS_CONTENT_TYPE, Registry } from "./metrics.ts";
 
 export type { BusyReason, GpuState, IdleReason, Listener };
 export type LockKind = LeaseKind;
-export type Upstream = Listener;
+export type Upstream = "ollama" | "comfy";
 /** A request's class, plus "internal" for what the turnstile answers itself (/healthz, /metrics). */
 export type RequestClass = ProxyRequestClass | "internal";
 export type ImageJobOutcome = JobOutcome;
@@ -85,6 +86,14 @@ export interface TurnstileMetrics {
   readonly upstreamUp: Gauge<{ upstream: Upstream }>;
   /** Retried upstream attempts (connection refused, replayable 5xx, …). */
   readonly upstreamRetries: Counter<{ upstream: Upstream }>;
+  /** LLM requests that passed without the lock because they use no local GPU. */
+  readonly llmNoGpu: Counter<{ reason: NoGpuReason }>;
+  /** Nested LLM requests served during an image job (LISTEN_OLLAMA_NESTED). */
+  readonly nestedRequests: Counter;
+  /** Nested requests cut because their image job ended and they ran on past FREE_TIMEOUT. */
+  readonly nestedCut: Counter;
+  /** Models found partly on the CPU after an image→LLM hand-off (/api/ps size_vram < size). */
+  readonly partialOffload: Counter;
   /** Starts observing lock waits; returns whatever the lock's onEvent returned (e.g. an unsubscribe). */
   attachLock(lock: LockEventSource): unknown;
   render(): string;
@@ -184,6 +193,24 @@ export function createTurnstileMetrics(opts: TurnstileMetricsOptions): Turnstile
     labelNames: ["upstream"],
     initLabels: opts.upstreams.map((upstream) => ({ upstream })),
   });
+  const llmNoGpu = registry.counter<{ reason: NoGpuReason }>({
+    name: "gpu_turnstile_llm_no_gpu_total",
+    help: "LLM requests passed without the lock: a cloud model, or an unload.",
+    labelNames: ["reason"],
+    initLabels: [{ reason: "cloud" }, { reason: "unload" }],
+  });
+  const nestedRequests = registry.counter({
+    name: "gpu_turnstile_nested_requests_total",
+    help: "LLM requests on the nested listener served during an image job, sharing the card with it.",
+  });
+  const nestedCut = registry.counter({
+    name: "gpu_turnstile_nested_cut_total",
+    help: "Nested LLM requests cut because their image job ended and they ran on past FREE_TIMEOUT.",
+  });
+  const partialOffload = registry.counter({
+    name: "gpu_turnstile_ollama_partial_offload_total",
+    help: "Models found partly on the CPU (size_vram < size) after an image-to-LLM hand-off.",
+  });
   registry
     .gauge<{ version: string }>({
       name: "gpu_turnstile_build_info",
@@ -208,6 +235,10 @@ export function createTurnstileMetrics(opts: TurnstileMetricsOptions): Turnstile
     llmAborted,
     upstreamUp,
     upstreamRetries,
+    llmNoGpu,
+    nestedRequests,
+    nestedCut,
+    partialOffload,
     attachLock(lock) {
       return lock.onEvent((e) => {
         if (e.type !== "acquired") return;

@@ -30,6 +30,17 @@ export function requestObserver(log: Logger, metrics: TurnstileMetrics): Request
     },
     end(r) {
       metrics.requests.inc({ listener: r.listener, class: r.class, status: String(r.status) });
+      if (r.noGpu) metrics.llmNoGpu.inc({ reason: r.noGpu });
+      if (r.nested) {
+        metrics.nestedRequests.inc({});
+        // The one exception to "one tenant at a time", made by the operator: said at the default level.
+        log.notice("nested LLM request served during an image job (it shared the card with the job)", {
+          request: `${r.method} ${r.path}`,
+          model: r.model,
+          status: r.status,
+          duration_ms: msField(r.durationMs),
+        });
+      }
       if (r.class !== "internal" && log.enabled("info")) logRequest(log, "<--", r);
       // A truncated answer looks complete to many clients: the operator hears of it at the default level.
       if (r.cut?.by === "upstream") {
@@ -55,7 +66,7 @@ export function requestObserver(log: Logger, metrics: TurnstileMetrics): Request
       });
     },
     retry(listener, n) {
-      metrics.upstreamRetries.inc({ upstream: listener });
+      metrics.upstreamRetries.inc({ upstream: listener === "comfy" ? "comfy" : "ollama" });
       log.warn(`${listener} upstream unavailable, retrying`, {
         request: `${n.method} ${n.path}`,
         attempt: n.attempt,

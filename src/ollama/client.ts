@@ -5,10 +5,17 @@
  */
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
 import { ModelMemory } from "./model-memory.ts";
+import { abilitiesOf, type OllamaAbilities } from "./gpu-free.ts";
 
+/** One model as /api/ps lists it. */
 export interface LoadedModel {
   name: string;
+  /** Bytes the model takes in all (VRAM and system memory). */
+  size: number;
+  /** Bytes of it in VRAM: less than `size` when part of it sits on the CPU. */
   sizeVram: number;
+  /** As Ollama wrote it (local time with nanoseconds); "" when absent. */
+  expiresAt: string;
 }
 
 export type UnloadVia = "generate" | "embed";
@@ -16,6 +23,9 @@ export type UnloadVia = "generate" | "embed";
 export class OllamaClient {
   /** What may be loaded: every good /api/ps answer and every warm-up here, LLM requests from the proxy. */
   readonly memory = new ModelMemory();
+  /** What the Ollama last seen by /api/version does without a GPU (none until it answered). */
+  abilities: OllamaAbilities = abilitiesOf(undefined);
+  readonly #psListeners = new Set<(models: readonly LoadedModel[]) => void>();
 
   constructor(
     readonly base: URL,
@@ -26,7 +36,9 @@ export class OllamaClient {
     const { status, text } = await callJson(this.base, "/api/version", { timeoutMs });
     if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/version");
     const v = parseJson(text);
-    return isRecord(v) && typeof v.version === "string" ? v.version : "unknown";
+    const version = isRecord(v) && typeof v.version === "string" ? v.version : "unknown";
+    this.abilities = abilitiesOf(version);
+    return version;
   }
 
   async ps(signal?: AbortSignal, timeoutMs = this.callTimeoutMs): Promise<LoadedModel[]> {
@@ -36,10 +48,25 @@ export class OllamaClient {
     if (!isRecord(body) || !Array.isArray(body.models)) throw new UpstreamHttpError(status, text, "GET /api/ps answered without a models list");
     const models = body.models.filter(isRecord).map((m) => ({
       name: String(m.name ?? m.model ?? ""),
+      size: typeof m.size === "number" ? m.size : 0,
       sizeVram: typeof m.size_vram === "number" ? m.size_vram : 0,
+      expiresAt: typeof m.expires_at === "string" ? m.expires_at : "",
     }));
     this.memory.listed(models.map((m) => m.name));
+    for (const l of this.#psListeners) {
+      try {
+        l(models);
+      } catch {
+        // A listener's failure (the status page's) must not fail an unload's /api/ps read.
+      }
+    }
     return models;
+  }
+
+  /** Told of every good /api/ps answer, whoever asked for it; returns the unsubscribe. */
+  onPs(listener: (models: readonly LoadedModel[]) => void): () => void {
+    this.#psListeners.add(listener);
+    return () => void this.#psListeners.delete(listener);
   }
 
   /**

@@ -17,6 +17,8 @@ import { admit, requestPath, type RequestTarget } from "./front-door.ts";
 import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "../http/forward.ts";
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
 import { modelFieldWatcher } from "../ollama/model-field.ts";
+import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
+import { inflateZstd } from "../http/zstd-body.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
 
 /** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
@@ -27,6 +29,10 @@ export interface RequestInfo {
   class: RequestClass | "internal";
   client?: string;
   model?: string;
+  /** An LLM request that passed without the lock: it uses no local GPU (ollama/gpu-free.ts). */
+  noGpu?: NoGpuReason;
+  /** Served at once during an image job, on the nested listener (LISTEN_OLLAMA_NESTED). */
+  nested?: boolean;
 }
 
 export interface RequestObserver {
@@ -55,7 +61,16 @@ export interface LlmTracker<T = unknown> {
   admitted(t: T): void;
   /** The model the request's body named, once it was read. */
   named(t: T, model: string): void;
+  /** The request runs as part of the image job now on the GPU (the nested listener). */
+  nested(t: T): void;
   end(t: T): void;
+}
+
+/** A nested request's place in the running image session; the session's end waits for its release. */
+export interface NestedSlot {
+  release(): void;
+  /** Called when the session's end stopped waiting for it: the request is cut. */
+  onCut(cut: (err: Error) => void): void;
 }
 
 /** An upstream as the last health probe found it; `disabled` when its URL is empty. */
@@ -88,6 +103,10 @@ export interface ListenerAppDeps {
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
+  /** Which LLM bodies use no local GPU and pass without the lock (Ollama's rules for its version). */
+  noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined;
+  /** The nested listener: a slot in the image session running a job now, if there is one. */
+  nested?: () => NestedSlot | undefined;
 }
 
 type Info = RequestInfo;
@@ -159,7 +178,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const info: Info = { listener, method: req.method, path: url.pathname, class: cls, client: clientIp };
     observer.start(info);
     try {
-      if (cls === "llm") return await proxyLLM(req, url, clientIp, deps, info, t0);
+      if (cls === "llm") return await proxyLLM(req, url, door.routed, clientIp, deps, info, t0);
       if (cls === "image" && deps.imageJob) return answered(await handleImageJob(req, clientIp, deps.imageJob), req.signal, observer, info, t0);
       return await proxyPass(req, url, clientIp, deps, info, t0);
     } catch (err) {
@@ -224,20 +243,65 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
   return answered(res, req.signal, deps.observer, info, t0);
 }
 
+/** A request body the turnstile refuses before any upstream sees it (a zstd bomb, a corrupt frame). */
+class BodyRefused extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The hold of a request that needs no GPU slot. */
+const NO_HOLD: Hold = { release() {} };
+
 /**
  * An LLM request holds its slot until the response is fully written or the client goes away,
  * whichever comes first, or no byte moved for LLM_IDLE_TIMEOUT; the lease's release is
- * idempotent, so more than one of these may fire.
+ * idempotent, so more than one of these may fire. A buffered body is read before the slot: one
+ * that uses no local GPU (a cloud model, an unload) passes without it.
  */
-async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
+async function proxyLLM(
+  req: Request,
+  url: RequestTarget,
+  routed: string,
+  clientIp: string | undefined,
+  deps: ListenerAppDeps,
+  info: Info,
+  t0: number,
+): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
   const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
   const tracker = deps.llmTracker;
   const tracked = tracker?.start(url.pathname, clientIp);
+  // The nested listener during an image job: the request is part of the job, it takes no LLM slot.
+  let nested = deps.nested?.();
+  if (nested) {
+    info.nested = true;
+    tracker?.nested(tracked);
+  }
   const admitSlot = tracker
     ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(tracked), h))
     : () => admitLLM(deps.lock, deps.busy, req.signal);
+  // Per attempt: a retry after the image job ended goes through the lock like any request.
+  const acquire = async (): Promise<Hold> => {
+    if (info.noGpu) {
+      // Nothing of the job's card is used: the session's end need not wait for it.
+      nested?.release();
+      nested = undefined;
+      info.nested = undefined;
+      return NO_HOLD;
+    }
+    const slot = nested ?? deps.nested?.();
+    nested = undefined;
+    if (slot && watch) slot.onCut((err) => watch.cut(err));
+    const hold = slot ?? (await admitSlot());
+    return watch ? watch.arm(hold) : hold;
+  };
   const bodyWatch = deps.watchLlmBody?.();
+  // Ollama reads a zstd body inflated on its /v1 routes (api-facts S1); the original bytes are what is forwarded.
+  const zstd = req.headers.get("content-encoding") === "zstd" && inflatesZstd(routed);
   // The model is read once from the body, for the status, the log and the blind unload's memory:
   // a buffered body before the slot (a waiting request shows its model), a streamed one as it goes out.
   let model: string | undefined;
@@ -250,6 +314,19 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
           tracker?.named(tracked, m);
         })
       : undefined;
+  const readAhead =
+    scan || deps.noGpu
+      ? (b: Uint8Array) => {
+          scannedAhead = true;
+          const plain = zstd ? inflated(b) : b;
+          scan?.(plain);
+          const free = deps.noGpu?.(routed, plain, model);
+          if (!free) return;
+          info.noGpu = free;
+          // Not a GPU user: off the status list of LLM requests, out of the blind unload's memory.
+          tracker?.end(tracked);
+        }
+      : undefined;
   let result;
   try {
     result = await forward(req, {
@@ -258,29 +335,34 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
       signal: req.signal,
       clientIp,
       retry: deps.retry,
-      acquire: watch ? async () => watch.arm(await admitSlot()) : admitSlot,
+      acquire,
+      mark: info.nested ? NESTED_MARK : undefined,
       watchBody:
         scan &&
         ((c) => {
-          if (!scannedAhead) scan(c);
-          if (model !== undefined && !told) {
+          if (!scannedAhead && !zstd) scan(c);
+          if (model !== undefined && !told && !info.noGpu) {
             told = true;
             bodyWatch?.sent(model);
           }
         }),
       onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
       watch,
-      onBody:
-        scan &&
-        ((b) => {
-          scan(b);
-          scannedAhead = true;
-        }),
+      onBody: readAhead,
     });
   } catch (err) {
     info.model = model;
     tracker?.end(tracked);
+    // Refused or gone before its first attempt: it used nothing of the job's card.
+    if (nested) {
+      nested.release();
+      info.nested = undefined;
+    }
     if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
+    if (err instanceof BodyRefused) {
+      const type = err.status === 413 ? "request_too_large" : "invalid_request_error";
+      return answered(errorResponse(dialect, { status: err.status, type, message: `gpu-turnstile: ${err.message}` }), req.signal, deps.observer, info, t0);
+    }
     if (!(err instanceof GpuBusyError)) throw err;
     deps.observer.busy(err.reason);
     // Read once: in `auto` mode it is an estimate, and the message and the header must agree.
@@ -298,9 +380,23 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
     tracker?.end(tracked);
     return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
   }
-  bodyWatch?.answered(result.response.status);
+  if (!info.noGpu) bodyWatch?.answered(result.response.status);
   if (watch) watch.stage = "response";
   return answered(result.response, req.signal, deps.observer, info, t0, trackedHold(result.hold!, tracker, tracked), watch);
+}
+
+/**
+ * The header a request served during an image job carries to Ollama: Ollama ignores it; the
+ * simulated one records the model it loads as loaded by the operator's choice (src/sim/gpu.ts).
+ * The front door drops it from clients (upstream/headers.ts), so no other request can carry it.
+ */
+export const NESTED_MARK: readonly [string, string] = ["x-gpu-turnstile-nested", "1"];
+
+/** The inflated body, or the refusal the client gets. */
+function inflated(b: Uint8Array): Uint8Array {
+  const r = inflateZstd(b);
+  if (!r.ok) throw new BodyRefused(r.status, r.message);
+  return r.body;
 }
 
 /** The hold, ending the request's entry in the status model when it is released. */
@@ -323,7 +419,7 @@ function watchIdle(ticker: IdleTicker, deps: ListenerAppDeps, method: string, pa
 /** 408 when the client's body stalled (RFC 9110 §15.5.9), 504 when the upstream never answered. */
 function idleAnswer(deps: ListenerAppDeps, dialect: ReturnType<typeof dialectFor>, err: IdleTimeoutError): Response {
   const limit = `LLM_IDLE_TIMEOUT (${formatDuration(deps.idle!.timeoutMs)})`;
-  const name = deps.listener === "ollama" ? "Ollama" : "ComfyUI";
+  const name = deps.listener === "comfy" ? "ComfyUI" : "Ollama";
   if (err.reason === "request_body") {
     return errorResponse(dialect, {
       status: 408,
@@ -341,7 +437,7 @@ function idleAnswer(deps: ListenerAppDeps, dialect: ReturnType<typeof dialectFor
 
 function unreachable(deps: ListenerAppDeps, req: Request, url: RequestTarget, reason: string): Response {
   deps.observer.upstreamFailed(deps.listener, { method: req.method, path: url.pathname, reason });
-  const name = deps.listener === "ollama" ? "Ollama" : "ComfyUI";
+  const name = deps.listener === "comfy" ? "ComfyUI" : "Ollama";
   return errorResponse(dialectFor(deps.listener, url.pathname), {
     status: 502,
     type: "upstream_unreachable",

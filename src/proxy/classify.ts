@@ -84,7 +84,7 @@ function removeDotSegments(path: string): string {
  */
 export function classify(listener: Listener, method: string, path: string): RequestClass {
   if (method !== "POST") return "pass";
-  if (listener === "ollama") return LLM_PATHS.has(path) ? "llm" : "pass";
+  if (listener !== "comfy") return LLM_PATHS.has(path) ? "llm" : "pass";
   return IMAGE_PATHS.has(path) ? "image" : "pass";
 }
 

@@ -4,6 +4,7 @@
  * in-place input conversion real ComfyUI does (a `cfg` of 8 is stored as 8.0). Pure functions.
  */
 import { type PyDict, PyFloat, type PyLike, type PyValue, isDict, pyNumber, pyStr } from "./pyjson.ts";
+import { ENHANCER_CLASS, ENHANCER_NODE } from "./comfy-enhancer.ts";
 
 type InputSpec = "INT" | "FLOAT" | "STRING" | "BOOLEAN" | readonly string[] | `link:${string}`;
 
@@ -89,6 +90,7 @@ export const NODES: Record<string, NodeDef> = {
   },
   SaveImage: { display: "Save Image", category: "image", inputs: { images: "link:IMAGE", filename_prefix: "STRING" }, outputs: [], outputNode: true },
   PreviewImage: { display: "Preview Image", category: "image", inputs: { images: "link:IMAGE" }, outputs: [], outputNode: true },
+  [ENHANCER_CLASS]: ENHANCER_NODE,
 };
 
 export type PromptError = {

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { classOf, executionOrder, inputsOf, isOutputNode, isSampler } from "./comfy-nodes.ts";
+import { ENHANCER_CLASS, runEnhancer } from "./comfy-enhancer.ts";
 import type { FileStore } from "./comfy-files.ts";
 import type { SocketHub } from "./comfy-ws.ts";
 import type { Hold, SimGpu } from "./gpu.ts";
@@ -35,6 +36,8 @@ export interface WorkerOptions {
   previewBytes: number;
   /** Makes a job fail with execution_error (also `extra_data.sim_fail: true` per prompt). */
   fail?: (promptId: string) => boolean;
+  /** Where a prompt-enhancer node with an empty URL field calls Ollama (comfy-enhancer.ts). */
+  ollamaUrl?: string;
 }
 
 interface Job extends JobInfo {
@@ -306,8 +309,11 @@ export class ComfyWorker {
       toClient("executing", { node, display_node: node, prompt_id: id });
       let finalValue: number | PyFloat = new PyFloat(1);
       let finalMax: number | PyFloat = new PyFloat(1);
+      let nodeError: string | undefined;
       try {
-        if (isSampler(classType)) {
+        if (classType === ENHANCER_CLASS) {
+          nodeError = await this.enhance(inputsOf(job.prompt, node), job.abort.signal);
+        } else if (isSampler(classType)) {
           const steps = Math.min(Math.max(1, Math.trunc(pyNumber(inputsOf(job.prompt, node).get("steps")) ?? 20)), 1000);
           finalValue = steps;
           finalMax = steps;
@@ -326,7 +332,7 @@ export class ComfyWorker {
         addMessage("execution_interrupted", { prompt_id: id, node_id: node, node_type: classType, executed: [...executed] }, true);
         break;
       }
-      if (node === failAt) {
+      if (node === failAt || nodeError !== undefined) {
         outcome = "error";
         addMessage("execution_error", {
           prompt_id: id,
@@ -334,8 +340,9 @@ export class ComfyWorker {
           node_type: classType,
           executed: [...executed],
           exception_message:
+            nodeError ??
             "Allocation on device \nThis error means you ran out of memory on your GPU.\n\nTIPS: If the workflow worked before you might have accidentally set the batch_size to a large number.",
-          exception_type: "torch.OutOfMemoryError",
+          exception_type: nodeError === undefined ? "torch.OutOfMemoryError" : "ollama._types.ResponseError",
           traceback: ['  File "/opt/ComfyUI/execution.py", line 496, in execute\n    output_data, output_ui, has_subgraph, has_pending_tasks = await get_output_data(...)\n'],
           current_inputs: currentInputs(inputsOf(job.prompt, node)),
           current_outputs: [],
@@ -372,6 +379,25 @@ export class ComfyWorker {
     this.queueUpdated();
     toClient("executing", { node: null, prompt_id: id });
     this.gpu.note("job-end", "comfy", id);
+  }
+
+  /**
+   * A prompt-enhancer node's call to Ollama; its failure as ComfyUI reports it (undefined on
+   * success). An interrupt aborts the call and surfaces as the interrupt it is.
+   */
+  private async enhance(inputs: PyDict, signal: AbortSignal): Promise<string | undefined> {
+    const text = (k: string) => {
+      const v = inputs.get(k);
+      return typeof v === "string" ? v : "";
+    };
+    const keepAlive = pyNumber(inputs.get("keep_alive"));
+    try {
+      await runEnhancer({ prompt: text("prompt"), model: text("model"), url: text("url"), keepAliveMin: keepAlive }, this.opts.ollamaUrl, signal);
+      return undefined;
+    } catch (err) {
+      if (signal.aborted) throw err;
+      return err instanceof Error ? err.message : String(err);
+    }
   }
 
   private shouldFail(job: Job): boolean {

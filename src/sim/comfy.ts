@@ -40,6 +40,8 @@ export interface ComfySimOptions {
   outputBytes?: number;
   /** When > 0, each sampler step also sends a binary PREVIEW_IMAGE frame of this many bytes. */
   previewBytes?: number;
+  /** Where prompt-enhancer nodes with an empty URL field call Ollama (comfyui-ollama's OLLAMA_HOST). */
+  ollamaUrl?: string;
   /** Keep `calls` (default true); benchmarks turn it off. */
   recordCalls?: boolean;
   /** Listen address; loopback only (default 127.0.0.1). */
@@ -126,6 +128,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
       forgetJobs: opts.forgetJobs ?? false,
       outputBytes: opts.outputBytes ?? 64 * 1024,
       previewBytes: opts.previewBytes ?? 0,
+      ollamaUrl: opts.ollamaUrl,
       fail: opts.failJobs,
     });
     const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port });

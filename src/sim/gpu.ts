@@ -17,6 +17,20 @@ export interface Hold {
   readonly bytes: number;
   readonly start: number;
   end: number | null;
+  /**
+   * Ollama loaded this model for a request the turnstile served during an image job on its nested
+   * listener (LISTEN_OLLAMA_NESTED): sharing the card with that job is the operator's choice.
+   */
+  readonly nested?: boolean;
+}
+
+export interface OverlapOptions {
+  /**
+   * Leave out what the nested listener does by design: a nested hold overlapping ComfyUI memory
+   * that was already held when the model loaded (the job that asked for it). A ComfyUI hold that
+   * starts later — the next job, after the turnstile should have emptied Ollama — still counts.
+   */
+  excuseNested?: boolean;
 }
 
 export interface Overlap {
@@ -62,6 +76,8 @@ export interface GpuEvent {
   detail: string;
   /** Total VRAM in use after the event. */
   vramUsed: number;
+  /** On "overlap-start": the hold that began it was loaded for a nested request (see Hold). */
+  nested?: boolean;
 }
 
 export type GpuListener = (e: GpuEvent) => void;
@@ -94,10 +110,10 @@ export class SimGpu {
   }
 
   /** Starts holding `bytes` for `tenant`; returns the hold to pass to `release`. */
-  acquire(tenant: Tenant, detail: string, bytes: number): Hold {
+  acquire(tenant: Tenant, detail: string, bytes: number, opts: { nested?: boolean } = {}): Hold {
     const at = this.clock();
     const otherBefore = this.holding(other(tenant));
-    const hold: Hold = { id: this.nextId++, tenant, detail, bytes, start: at, end: null };
+    const hold: Hold = { id: this.nextId++, tenant, detail, bytes, start: at, end: null, ...(opts.nested ? { nested: true } : {}) };
     this.ledger.push(hold);
     const used = this.vramUsed();
     this.emit({ kind: "hold", at, tenant, detail, vramUsed: used });
@@ -106,7 +122,7 @@ export class SimGpu {
       this.emit({ kind: "oversubscribed", at, tenant, detail, vramUsed: used });
     }
     if (otherBefore && this.active(tenant).length === 1) {
-      this.emit({ kind: "overlap-start", at, tenant, detail, vramUsed: used });
+      this.emit({ kind: "overlap-start", at, tenant, detail, vramUsed: used, ...(hold.nested ? { nested: true } : {}) });
     }
     return hold;
   }
@@ -141,14 +157,16 @@ export class SimGpu {
 
   /**
    * Every pair of an Ollama hold and a ComfyUI hold whose intervals intersect. Touching intervals
-   * (one ends in the same instant the other starts) do not count: that is a clean hand-over.
+   * (one ends in the same instant the other starts) do not count: that is a clean hand-over; nor
+   * does a hold of no bytes (a model wholly on the CPU).
    */
-  overlaps(): Overlap[] {
+  overlaps(opts: OverlapOptions = {}): Overlap[] {
     const out: Overlap[] = [];
-    const ollama = this.ledger.filter((h) => h.tenant === "ollama");
-    const comfy = this.ledger.filter((h) => h.tenant === "comfy");
+    const ollama = this.ledger.filter((h) => h.tenant === "ollama" && h.bytes > 0);
+    const comfy = this.ledger.filter((h) => h.tenant === "comfy" && h.bytes > 0);
     for (const o of ollama) {
       for (const c of comfy) {
+        if (opts.excuseNested && o.nested && c.start <= o.start) continue;
         const from = Math.max(o.start, c.start);
         const oEnd = o.end ?? Infinity;
         const cEnd = c.end ?? Infinity;

@@ -15,6 +15,7 @@ export {
   type GpuListener,
   type Hold,
   type Overlap,
+  type OverlapOptions,
   type Oversubscription,
   SimGpu,
   type SimGpuOptions,

@@ -6,6 +6,7 @@ import { formatGoTime } from "./clock.ts";
 import type { SimGpu } from "./gpu.ts";
 import { countTokens, findModel, type Model, tokenAt } from "./ollama-models.ts";
 import { type Lease, Scheduler } from "./ollama-scheduler.ts";
+import { cloudModel, isCloudName } from "./ollama-cloud.ts";
 import type { Timers } from "./timers.ts";
 
 export interface OllamaConfig {
@@ -45,7 +46,7 @@ export class OllamaCore {
   }
 
   find(name: string): Model | undefined {
-    return findModel(this.models, name);
+    return isCloudName(name) ? cloudModel(name, this.gpu.now()) : findModel(this.models, name);
   }
 
   inflight(): number {
@@ -53,10 +54,14 @@ export class OllamaCore {
   }
 
   /** Takes the model for one request (loading it if needed); counted in `inflight()` until released. */
-  async lease(model: Model, keepAliveMs: number | undefined, signal: AbortSignal): Promise<Lease> {
+  async lease(model: Model, keepAliveMs: number | undefined, req: Request): Promise<Lease> {
+    // ollama.com answers a cloud model: no runner, no VRAM, not counted as local inference.
+    if (model.cloud) return { runner: undefined as never, waitedMs: 0, release() {} };
     this.inflightCount++;
     try {
-      const lease = await this.sched.acquire(model, keepAliveMs, signal);
+      // The turnstile's mark on a request it served during an image job (its nested listener).
+      const nested = req.headers.get("x-gpu-turnstile-nested") !== null;
+      const lease = await this.sched.acquire(model, keepAliveMs, req.signal, nested);
       let done = false;
       return {
         runner: lease.runner,

@@ -28,6 +28,8 @@ export interface ModelSpec {
 export interface Model extends Required<ModelSpec> {
   runnerContext: number;
   modifiedAt: number;
+  /** Runs on ollama.com (ollama-cloud.ts): nothing loads locally. */
+  cloud?: boolean;
 }
 
 export const DEFAULT_MODELS: ModelSpec[] = [

@@ -60,7 +60,7 @@ export function ps(ctx: Ctx): Response {
       digest: r.model.digest,
       details: details(r.model, false),
       expires_at: formatGoTime(r.expiresAt, false),
-      size_vram: r.model.vramBytes,
+      size_vram: r.sizeVram,
       context_length: r.model.runnerContext,
     }));
   return jsonRes(200, { models });
@@ -129,7 +129,7 @@ export async function inference(ctx: Ctx, shape: Shape): Promise<Response> {
   const startedAt = ctx.core.gpu.now();
   let lease: Lease;
   try {
-    lease = await ctx.core.lease(model, ka.ms, ctx.req.signal);
+    lease = await ctx.core.lease(model, ka.ms, ctx.req);
   } catch {
     return jsonRes(499, { error: "request canceled" });
   }
@@ -215,7 +215,7 @@ async function embeddingModel(
   const model = ctx.core.find(name);
   if (!model) return jsonRes(404, { error: `model ${JSON.stringify(name)} not found, try pulling it first` });
   try {
-    return { name, model, lease: await ctx.core.lease(model, ka.ms, ctx.req.signal) };
+    return { name, model, lease: await ctx.core.lease(model, ka.ms, ctx.req) };
   } catch {
     return jsonRes(499, { error: "request canceled" });
   }

@@ -7,7 +7,7 @@
 import { goJson } from "./gojson.ts";
 import type { AnswerStats } from "./ollama-core.ts";
 import type { Ctx } from "./ollama-native.ts";
-import { countTokens, embedText, supports } from "./ollama-models.ts";
+import { countTokens, embedText, type Model, supports } from "./ollama-models.ts";
 import type { Lease } from "./ollama-scheduler.ts";
 import { bindJson, JSON_CT, str, streamRes } from "./ollama-wire.ts";
 
@@ -77,7 +77,7 @@ export async function completions(ctx: Ctx, kind: Kind): Promise<Response> {
   const startedAt = ctx.core.gpu.now();
   let lease: Lease;
   try {
-    lease = await ctx.core.lease(model, undefined, ctx.req.signal);
+    lease = await ctx.core.lease(model, undefined, ctx.req);
   } catch {
     return writerError(499, "request canceled");
   }
@@ -159,14 +159,9 @@ export async function embeddings(ctx: Ctx): Promise<Response> {
   const texts = typeof input === "string" ? [input] : Array.isArray(input) && input.every((x) => typeof x === "string") ? (input as string[]) : undefined;
   if (!texts) return writerError(400, "invalid input type");
   const name = str(req.model);
-  const model = ctx.core.find(name);
-  if (!model) return writerError(404, `model ${JSON.stringify(name)} not found, try pulling it first`);
-  let lease: Lease;
-  try {
-    lease = await ctx.core.lease(model, undefined, ctx.req.signal);
-  } catch {
-    return writerError(499, "request canceled");
-  }
+  const h = await held(ctx, name, `model ${JSON.stringify(name)} not found, try pulling it first`);
+  if (h instanceof Response) return h;
+  const { model, lease } = h;
   try {
     await ctx.core.timers.sleep(ctx.core.timing.tokenDelayMs, ctx.req.signal);
     const dims = typeof req.dimensions === "number" && req.dimensions > 0 ? Math.min(req.dimensions, model.embeddingLength) : model.embeddingLength;
@@ -202,4 +197,54 @@ export function model(ctx: Ctx, name: string): Response {
   const m = ctx.core.find(name);
   if (!m) return writerError(404, `model '${name}' not found`);
   return encoderRes(200, { id: name, object: "model", created: Math.floor(m.modifiedAt / 1000), owned_by: "library" });
+}
+
+/**
+ * POST /v1/responses (ResponsesMiddleware → ChatHandler), answered whole: the simulator does not
+ * stream it. `input` is a string or a list of messages whose text is the prompt.
+ */
+export async function responses(ctx: Ctx): Promise<Response> {
+  const b = bindJson(ctx.body, "openai.ResponsesRequest");
+  if (!b.ok) return abortRes(400, b.error);
+  const req = b.value;
+  const input = req.input;
+  const prompt =
+    typeof input === "string"
+      ? input
+      : Array.isArray(input)
+        ? input.map((m) => (m && typeof m === "object" ? str((m as Record<string, unknown>).content) : "")).join("\n")
+        : "";
+  const name = str(req.model);
+  const startedAt = ctx.core.gpu.now();
+  const h = await held(ctx, name, `model '${name}' not found`);
+  if (h instanceof Response) return h;
+  const { lease } = h;
+  try {
+    const s = await ctx.core.answer(prompt, undefined, lease, startedAt, ctx.req.signal, () => {});
+    const content = [{ type: "output_text", text: s.text, annotations: [] }];
+    return encoderRes(200, {
+      id: randomId("resp"),
+      object: "response",
+      created_at: Math.floor(startedAt / 1000),
+      status: "completed",
+      model: name,
+      output: [{ type: "message", id: randomId("msg"), status: "completed", role: "assistant", content }],
+      usage: { input_tokens: s.promptEvalCount, output_tokens: s.evalCount, total_tokens: s.promptEvalCount + s.evalCount },
+    });
+  } catch {
+    return writerError(499, "request canceled");
+  } finally {
+    lease.release();
+  }
+}
+
+/** The model found and held (loaded if need be) for one request, or the error reply. */
+async function held(ctx: Ctx, name: string, notFound: string): Promise<{ model: Model; lease: Lease } | Response> {
+  const model = ctx.core.find(name);
+  if (!model) return writerError(404, notFound);
+  try {
+    return { model, lease: await ctx.core.lease(model, undefined, ctx.req) };
+  } catch {
+    return writerError(499, "request canceled");
+  }
 }

@@ -19,6 +19,8 @@ export interface Runner {
   durationMs: number;
   expiresAt: number;
   readonly hold: Hold;
+  /** Bytes of the model in VRAM (/api/ps size_vram): less than its size when VRAM was short at load. */
+  readonly sizeVram: number;
   readonly loaded: Promise<void>;
   unloaded?: Promise<void>;
   cancelExpiry?: () => void;
@@ -51,7 +53,7 @@ export class Scheduler {
    * Takes a reference on `model`'s runner, loading it first if needed. `keepAliveMs` replaces the
    * runner's keep-alive only when given, as Ollama does (a request without keep_alive keeps -1).
    */
-  async acquire(model: Model, keepAliveMs: number | undefined, signal?: AbortSignal): Promise<Lease> {
+  async acquire(model: Model, keepAliveMs: number | undefined, signal?: AbortSignal, nested = false): Promise<Lease> {
     const t0 = this.gpu.now();
     for (;;) {
       // After stop() every pending unload has settled without removing its runner: don't spin.
@@ -62,7 +64,7 @@ export class Scheduler {
         await raceAbort(existing.unloaded ?? Promise.resolve(), signal);
         continue;
       }
-      const r = existing ?? this.load(model, keepAliveMs);
+      const r = existing ?? this.load(model, keepAliveMs, nested);
       if (existing && keepAliveMs !== undefined) r.durationMs = keepAliveMs;
       r.refCount++;
       r.cancelExpiry?.();
@@ -110,11 +112,14 @@ export class Scheduler {
     this.runners.clear();
   }
 
-  private load(model: Model, keepAliveMs: number | undefined): Runner {
+  private load(model: Model, keepAliveMs: number | undefined, nested: boolean): Runner {
     const durationMs = keepAliveMs ?? this.timing.defaultKeepAliveMs;
     const at = this.gpu.now();
-    // The model occupies VRAM from the moment loading starts.
-    const hold = this.gpu.acquire("ollama", model.name, model.vramBytes);
+    // The model occupies VRAM from the moment loading starts. Since v0.30 Ollama places as many
+    // layers as fit in the VRAM that is free and the rest on the CPU (api-facts S2): the ledger
+    // records only the VRAM part.
+    const sizeVram = Math.min(model.vramBytes, Math.max(0, this.gpu.vramTotal - this.gpu.vramUsed()));
+    const hold = this.gpu.acquire("ollama", model.name, sizeVram, { nested });
     this.gpu.note("load-start", "ollama", model.name);
     const r: Runner = {
       model,
@@ -123,6 +128,7 @@ export class Scheduler {
       durationMs,
       expiresAt: at + durationMs, // estimated while loading, as Ollama does
       hold,
+      sizeVram,
       loaded: this.timers.sleep(this.timing.loadMs).then(() => {
         r.state = "loaded";
         this.gpu.note("loaded", "ollama", model.name);

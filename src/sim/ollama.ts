@@ -11,6 +11,7 @@ import { DEFAULT_MODELS, type ModelSpec, resolveModels } from "./ollama-models.t
 import * as native from "./ollama-native.ts";
 import * as openai from "./ollama-openai.ts";
 import { jsonRes, textRes } from "./ollama-wire.ts";
+import { inflateRequest, webFetch, webSearch } from "./ollama-cloud.ts";
 import { Timers } from "./timers.ts";
 
 export interface OllamaSimOptions {
@@ -88,14 +89,14 @@ const ROUTES: Record<string, Record<string, Handler>> = {
   "/api/delete": { DELETE: notImplemented },
   "/api/me": { POST: notImplemented },
   "/api/signout": { POST: notImplemented },
-  "/api/experimental/web_search": { POST: notImplemented },
-  "/api/experimental/web_fetch": { POST: notImplemented },
+  "/api/experimental/web_search": { POST: (c) => webSearch(c.body) },
+  "/api/experimental/web_fetch": { POST: (c) => webFetch(c.body) },
   "/api/experimental/model-recommendations": { GET: notImplemented },
   "/v1/chat/completions": { POST: (c) => openai.completions(c, "chat") },
   "/v1/completions": { POST: (c) => openai.completions(c, "completion") },
   "/v1/embeddings": { POST: openai.embeddings },
   "/v1/models": { GET: openai.models },
-  "/v1/responses": { POST: notImplemented },
+  "/v1/responses": { POST: openai.responses },
   "/v1/audio/transcriptions": { POST: notImplemented },
   "/v1/messages": { POST: notImplemented },
 };
@@ -213,7 +214,9 @@ export async function startOllamaSim(opts: OllamaSimOptions = {}): Promise<Ollam
     if (!methods) return textRes(404, "404 page not found");
     const handler = methods[req.method];
     if (!handler) return textRes(405, "405 method not allowed");
-    const res = await handler({ req, url, body, core });
+    const inflated = inflateRequest(path, req.headers.get("content-encoding"), body);
+    if (inflated instanceof Response) return inflated;
+    const res = await handler({ req, url, body: inflated, core });
     for (const [k, v] of Object.entries(cors)) res.headers.set(k, v);
     return res;
   }

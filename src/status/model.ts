@@ -17,6 +17,8 @@ export type ImagePhase = "unloading" | "queued" | "running" | "freeing";
 export class LlmRequest {
   waiting = true;
   model: string | undefined = undefined;
+  /** Served as part of the image job now on the GPU (the nested listener): listed under that job. */
+  nested = false;
   constructor(
     readonly id: number,
     readonly path: string,
@@ -40,7 +42,12 @@ export interface ImageJobView {
   free_ms?: number;
   /** Bytes of ComfyUI's torch reservation given back by /free. */
   vram_reclaimed?: number;
+  /** LLM requests the job's workflow made on the nested listener (LISTEN_OLLAMA_NESTED), while they run. */
+  nested?: LlmRequestView[];
 }
+
+/** One LLM request as the status shows it. */
+export type LlmRequestView = { id: number; path: string; model: string | null; client?: string; age_ms: number; waiting: boolean; since: number };
 
 export interface RecentImageJob extends Omit<ImageJobView, "phase" | "phase_since"> {
   kind: "image_job";
@@ -83,7 +90,7 @@ export interface StatusDoc {
     inflight: number;
     waiting: number;
     oldest_wait_ms: number;
-    requests: { id: number; path: string; model: string | null; client?: string; age_ms: number; waiting: boolean; since: number }[];
+    requests: LlmRequestView[];
   };
   image: {
     running: (ImageJobView & { age_ms: number }) | null;
@@ -171,6 +178,11 @@ export class StatusModel {
 
   named(r: LlmRequest, model: string): void {
     r.model = model;
+  }
+
+  nested(r: LlmRequest): void {
+    r.nested = true;
+    r.waiting = false;
   }
 
   /** Idempotent: a stream's end and its client's abort may both report it. */
@@ -280,6 +292,7 @@ export class StatusModel {
    */
   holders(withClients: boolean, now?: number): Pick<StatusDoc, "llm" | "image"> {
     const requests: StatusDoc["llm"]["requests"] = [];
+    let nested: LlmRequestView[] | undefined;
     let waiting = 0;
     let oldestWait = 0;
     for (const r of this.#requests.values()) {
@@ -290,12 +303,17 @@ export class StatusModel {
       }
       const view: StatusDoc["llm"]["requests"][number] = { id: r.id, path: r.path, model: r.model ?? null, age_ms: age, waiting: r.waiting, since: r.since };
       if (withClients && r.client !== undefined) view.client = r.client;
-      requests.push(view);
+      if (r.nested) (nested ??= []).push(view);
+      else requests.push(view);
     }
     const lock = this.#lock.snapshot();
     const jobs = [...this.#jobs.values()].map((j) => ({ ...j, age_ms: now === undefined ? 0 : now - j.since }));
     // ComfyUI runs a session's jobs in the order they were queued: the oldest is the one running.
     const running = jobs.find((j) => j.phase === "running") ?? jobs[0] ?? null;
+    if (nested) {
+      if (running) running.nested = nested;
+      else requests.push(...nested);
+    }
     return {
       llm: { inflight: lock.llmInflight, waiting, oldest_wait_ms: oldestWait, requests },
       image: { running, queued: lock.imageWaiting, session: jobs.length > 0 ? { jobs } : null },

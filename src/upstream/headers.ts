@@ -102,6 +102,8 @@ function forEachUpstreamField(incoming: Headers, upstream: URL, info: ForwardedI
   incoming.forEach((value, name) => {
     switch (name) {
       case "host":
+      // The turnstile's own mark for a request served during an image job (proxy/app.ts NESTED_MARK): never a client's.
+      case "x-gpu-turnstile-nested":
         return;
       case "origin":
         if (clientHost && originHost(value) === clientHost.toLowerCase()) return emit(name, upstream.origin);

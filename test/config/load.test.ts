@@ -343,6 +343,10 @@ describe("errors name the key, and file:line for a value from the file", () => {
     expect(load({ env: { OLLAMA_URL: "http://127.0.0.1:8188" } }).config.ollamaUrl).toBe("http://127.0.0.1:8188");
     const both = configError(() => load({ env: { OLLAMA_URL: "http://127.0.0.1:8188", COMFY_URL: "http://127.0.0.1:8189" } }));
     expect(both.message).toContain("OLLAMA_URL: http://127.0.0.1:8188 is the turnstile's own listener (LISTEN_COMFY=:8188)");
+    // The nested listener counts once it is on.
+    expect(load({ env: { OLLAMA_URL: "http://127.0.0.1:11436" } }).config.ollamaUrl).toBe("http://127.0.0.1:11436");
+    const nested = configError(() => load({ env: { OLLAMA_URL: "http://127.0.0.1:11436", LISTEN_OLLAMA_NESTED: "127.0.0.1:11436" } }));
+    expect(nested.message).toContain("OLLAMA_URL: http://127.0.0.1:11436 is the turnstile's own listener (LISTEN_OLLAMA_NESTED=127.0.0.1:11436)");
   });
 
   test("every problem is kept, the message holds the first", () => {
@@ -364,6 +368,7 @@ describe("describeConfig", () => {
     expect(describeConfig(config)).toEqual([
       "LISTEN_OLLAMA=:11434",
       "LISTEN_COMFY=:8188",
+      "LISTEN_OLLAMA_NESTED=",
       "ALLOWED_HOSTS=",
       "OLLAMA_URL=http://***@127.0.0.1:11435",
       "COMFY_URL=",

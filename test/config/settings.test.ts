@@ -8,6 +8,7 @@ import type { Config } from "../../src/config/types.ts";
 const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   listenOllama: "string",
   listenComfy: "string",
+  listenOllamaNested: "string",
   allowedHosts: "string",
   ollamaUrl: "string",
   comfyUrl: "string",
@@ -76,7 +77,7 @@ describe("SETTINGS", () => {
       for (const d of SETTINGS) {
         const text = defaultText(d, p);
         if (text === "") {
-          expect(`${d.key}: ${d.kind}`).toMatch(/: (string|url)$/);
+          expect(`${d.key}: ${d.kind}`).toMatch(/: (string|url|listen)$/);
           continue;
         }
         const r = parseSetting(d, text);

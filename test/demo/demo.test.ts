@@ -30,7 +30,7 @@ test(
 
     expect(withT.code).toBe(0);
     expect(withT.out).toContain("summary (with the turnstile)");
-    expect(withT.out).toMatch(/images generated:\s+5 of 5/);
+    expect(withT.out).toMatch(/images generated:\s+6 of 6/);
     // The burst shares one session: one cold checkpoint load, one /free.
     expect(withT.out).toMatch(/checkpoint loads:\s+1, \/free calls: 1\n/);
     expect(withT.out).toMatch(/makespan:\s+\d+\.\d\ds\n/);
@@ -41,7 +41,11 @@ test(
     // The timeline shows the phases an operator cares about.
     expect(withT.out).toMatch(/image job 1 +Ollama emptied/);
     // The images share one session: the others join it, and the last one out frees ComfyUI.
-    expect(withT.out.match(/image job \d +joined the image session/g)).toHaveLength(4);
+    expect(withT.out.match(/image job \d +joined the image session/g)).toHaveLength(5);
+    // The prompt-enhancer's call was served mid-job on the nested listener, and said so apart from the overlaps.
+    expect(withT.out).toMatch(/nested LLM calls:\s+1 served during image jobs, sharing the card by the operator's choice \(1 such overlap\(s\)\)\n/);
+    expect(withT.out).toContain("shared by choice: the prompt-enhancer's llama3.2:latest loads beside the image job");
+    expect(withT.out).not.toContain("OVERLAP:");
     expect(withT.out.match(/image job \d +ComfyUI freed its VRAM/g)).toHaveLength(1);
     expect(withT.out).not.toContain("\x1b[");
 

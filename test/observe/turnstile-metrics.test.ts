@@ -57,6 +57,10 @@ describe("turnstile metrics", () => {
       gpu_turnstile_upstream_up: "gauge",
       gpu_turnstile_upstream_retries_total: "counter",
       gpu_turnstile_build_info: "gauge",
+      gpu_turnstile_llm_no_gpu_total: "counter",
+      gpu_turnstile_nested_requests_total: "counter",
+      gpu_turnstile_nested_cut_total: "counter",
+      gpu_turnstile_ollama_partial_offload_total: "counter",
     };
     for (const [name, type] of Object.entries(want)) expect(`${name} ${p.families.get(name)?.type}`).toBe(`${name} ${type}`);
     expect(p.families.size).toBe(Object.keys(want).length);

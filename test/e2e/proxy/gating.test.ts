@@ -25,9 +25,11 @@ const LLM: [path: string, body: unknown, status: number][] = [
   ["/v1/chat/completions", { model: "llama3.2", messages: CHAT }, 200],
   ["/v1/completions", { model: "llama3.2", prompt: "hi" }, 200],
   ["/v1/embeddings", { model: "nomic-embed-text", input: "hi" }, 200],
+  ["/v1/responses", { model: "llama3.2", input: "hi" }, 200],
   // Not implemented by the simulator (500), but held all the same.
-  ["/v1/responses", { model: "llama3.2", input: "hi" }, 500],
   ["/v1/messages", { model: "llama3.2", messages: CHAT, max_tokens: 8 }, 500],
+  // Speech to text runs through the chat handler on the GPU (ollama/ollama#15214).
+  ["/v1/audio/transcriptions", { model: "llama3.2" }, 500],
 ];
 const TAG = "x-e2e-gating";
 
