@@ -142,7 +142,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version });
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
-  const status = new StatusModel({ version: opts.version, lock, upstreams });
+  // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
+  const status = new StatusModel({ version: opts.version, lock, upstreams, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
   lock.onEvent((e) => status.onLock(e));
   const hub = new EventHub({
     model: status,
@@ -151,6 +152,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
+  if (ollama) ollama.onPs = (models) => status.onModels(models);
+  if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
   const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
@@ -259,6 +262,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
+      observeWs: name === "comfy" ? (clientId, frame) => status.onComfyFrame(clientId, frame) : undefined,
       onWebsocket: (r) => {
         metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
@@ -300,6 +304,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     report: withHealth(upstreamHealth, (u, up, detail) => {
       upstreamLog(u, up, detail);
       status.onUpstream(u, up, detail);
+      // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
+      // comes with its probe, /system_stats, already).
+      if (u === "ollama" && up) void ollama?.ps(undefined, config.probeTimeoutMs).catch(() => {});
     }),
   });
 

@@ -89,6 +89,10 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   // A client that left before the GPU was ever granted leaves no trace.
   const release = async (outcome: JobOutcome): Promise<boolean> => {
     const gpuReleased = await giveBack();
+    if (!everHeld && !reported) {
+      reported = true;
+      emit({ phase: "left", jobId });
+    }
     if (!everHeld || reported) return gpuReleased;
     reported = true;
     emit({ phase: "released", jobId, promptId, outcome, heldMs, gpuReleased });
@@ -120,6 +124,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   let sent: AbortSignal | undefined;
   const fetchSignal = () => (sent = AbortSignal.timeout(settings.jobTimeoutMs));
   const noAnswer = (s: AbortSignal): JobOutcome => (s.aborted ? "timeout" : "upstream_error");
+  emit({ phase: "arrived", jobId, client: clientIp });
   const started = performance.now();
   let result;
   try {
@@ -221,10 +226,16 @@ const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
 async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
   const { comfy, settings, emit, sessions } = deps;
   const t0 = performance.now();
+  let running = false;
   const seen = await followJob(comfy, promptId, {
     timeoutMs: settings.jobTimeoutMs,
     pollMs: settings.historyPollIntervalMs,
     isOurs: (id) => sessions.owns(id),
+    onPlace: (place) => {
+      if (place !== "running" || running) return;
+      running = true;
+      emit({ phase: "started", jobId, promptId });
+    },
   });
   let end: JobEnd;
   if (seen.end === "overrun") {

@@ -16,6 +16,8 @@ export type UnloadVia = "generate" | "embed";
 export class OllamaClient {
   /** What may be loaded: every good /api/ps answer and every warm-up here, LLM requests from the proxy. */
   readonly memory = new ModelMemory();
+  /** Shown every good /api/ps answer's `models` as Ollama sent them (the status page's resident models). */
+  onPs: ((models: unknown[]) => void) | undefined;
 
   constructor(
     readonly base: URL,
@@ -39,6 +41,7 @@ export class OllamaClient {
       sizeVram: typeof m.size_vram === "number" ? m.size_vram : 0,
     }));
     this.memory.listed(models.map((m) => m.name));
+    this.onPs?.(body.models);
     return models;
   }
 

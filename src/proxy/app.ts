@@ -55,6 +55,8 @@ export interface LlmTracker<T = unknown> {
   admitted(t: T): void;
   /** The model the request's body named, once it was read. */
   named(t: T, model: string): void;
+  /** The upstream refused the connection: the slot is given back until the next try. */
+  retrying?(t: T): void;
   end(t: T): void;
 }
 
@@ -268,7 +270,10 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
             bodyWatch?.sent(model);
           }
         }),
-      onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
+      onRetry: (n) => {
+        tracker?.retrying?.(tracked);
+        deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname });
+      },
       watch,
       onBody:
         scan &&
