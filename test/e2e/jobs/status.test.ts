@@ -92,8 +92,8 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   // The image job's unload read /api/ps until it was empty; its /free read /system_stats.
   expect(s.models).toEqual([]);
   expect(s.models_at).toBeGreaterThan(0);
-  expect(s.comfy_memory).toMatchObject({ total: expect.any(Number), used: expect.any(Number), at: expect.any(Number) });
   expect(s.comfy_memory!.total).toBeGreaterThan(0);
+  expect(s.comfy_memory!.used).toBeGreaterThanOrEqual(0);
   expect(s.recent.map((r) => [r.prompt_id, r.outcome])).toEqual([
     [p1, "completed"],
     [p2, "completed"],
