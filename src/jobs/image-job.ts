@@ -125,6 +125,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   const fetchSignal = () => (sent = AbortSignal.timeout(settings.jobTimeoutMs));
   const noAnswer = (s: AbortSignal): JobOutcome => (s.aborted ? "timeout" : "upstream_error");
   emit({ phase: "arrived", jobId, client: clientIp });
+  let clientId: string | undefined;
   const started = performance.now();
   let result;
   try {
@@ -135,6 +136,8 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       clientIp,
       retry: settings.retry,
       acquire,
+      // A buffered body is read once more for its client_id: who sent the job, on the status page.
+      onBody: (bytes) => void (clientId = clientIdOf(bytes)),
       onRetry: (n) => {
         sent = undefined;
         emit({ phase: "retrying", jobId, ...n });
@@ -164,7 +167,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
 
   const res = result.response;
   if (res.status !== 200 || res.body === null) {
-    emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started });
+    emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started, clientId });
     release("rejected");
     return relayResponse(res);
   }
@@ -172,7 +175,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   const captured = captureHead(res.body, settings.promptCaptureLimit);
   void captured.head.then((head) => {
     promptId = findPromptId(head);
-    emit({ phase: "forwarded", jobId, status: res.status, promptId, durationMs: performance.now() - started });
+    emit({ phase: "forwarded", jobId, status: res.status, promptId, durationMs: performance.now() - started, clientId });
     if (!promptId) return void release("no_prompt_id");
     lease?.accepted();
     const id = promptId;
@@ -188,6 +191,17 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
     });
   });
   return relayResponse(res, captured.body);
+}
+
+/** The /prompt body's `client_id` (ComfyUI's name for the browser tab or script that sent it). */
+function clientIdOf(bytes: Uint8Array): string | undefined {
+  try {
+    const body: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    const id = typeof body === "object" && body !== null ? (body as { client_id?: unknown }).client_id : undefined;
+    return typeof id === "string" && id.length <= 200 ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
