@@ -25,6 +25,14 @@ export function residentModels(raw: readonly unknown[]): ResidentModel[] {
   }));
 }
 
+/** `ollama ps`'s PROCESSOR column: where the model's bytes are. */
+export function processorOf(m: Pick<ResidentModel, "size" | "size_vram">): string {
+  if (m.size <= 0 || m.size_vram >= m.size) return "100% GPU";
+  if (m.size_vram <= 0) return "100% CPU";
+  const gpu = Math.round((m.size_vram / m.size) * 100);
+  return `${100 - gpu}%/${gpu}% CPU/GPU`;
+}
+
 /** ComfyUI's view of the card's memory, summed over its devices (bytes). */
 export interface ComfyMemory {
   /** In use on the card by anything (vram_total − vram_free). */
