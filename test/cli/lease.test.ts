@@ -4,6 +4,9 @@
  * that cannot be had leaves the command unrun.
  */
 import { afterEach, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { normalizeArgv } from "../../src/cli/argv.ts";
 import { leaseCommand, releaseCommand } from "../../src/cli/lease.ts";
 import { statusCommand } from "../../src/cli/status.ts";
@@ -17,6 +20,17 @@ afterEach(async () => {
 });
 
 const env = { OLLAMA_URL: "http://127.0.0.1:1" };
+
+/** A path a leased shell script touches once its traps are set (then a signal finds them). */
+const dirs: string[] = [];
+function readyFile(): string {
+  const dir = mkdtempSync(join(tmpdir(), "lease-"));
+  dirs.push(dir);
+  return join(dir, "ready");
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
 
 test("the command after -- is the leased program's, its own flags included", () => {
   expect(normalizeArgv(["lease", "--ttl", "5m", "--", "nvidia-smi", "--help", "status"])).toMatchObject({
@@ -91,3 +105,41 @@ test("Ctrl-C on gpu-turnstile lease goes to the command; the lease is given back
   expect(t.lock.state).toBe("idle");
   await reading;
 }, 20_000);
+
+test("a revoked lease stops its command at once (not at the next renewal an hour away) and the exit says so", async () => {
+  stack = await startStack();
+  const { t } = stack;
+  let said = "";
+  // The command stops cleanly on SIGTERM (exit 0): the lease's end still makes the exit non-zero.
+  const ready = readyFile();
+  const script = `trap 'exit 0' TERM; touch ${ready}; while :; do sleep 0.05; done`;
+  const leasing = leaseCommand({ url: t.ollamaUrl, ttl: "3h", command: ["sh", "-c", script], env, err: (s) => (said += s) });
+  await until(() => existsSync(ready), "the command running under its lease");
+  const t0 = Date.now();
+  expect(await releaseCommand({ url: t.ollamaUrl, out: () => {} })).toBe(0);
+  expect(await leasing).toBe(1);
+  expect(Date.now() - t0).toBeLessThan(3000);
+  expect(said).toContain("the lease has ended (revoked by 127.0.0.1); stopping sh (SIGTERM, SIGKILL after 10s)");
+}, 15_000);
+
+test("a command that ignores SIGTERM is killed after the grace period", async () => {
+  stack = await startStack();
+  const { t } = stack;
+  let said = "";
+  const ready = readyFile();
+  const script = `trap '' TERM; touch ${ready}; while :; do sleep 0.05; done`;
+  const leasing = leaseCommand({ url: t.ollamaUrl, command: ["sh", "-c", script], env, err: (s) => (said += s), killGraceMs: 300 });
+  await until(() => existsSync(ready), "the command ignoring SIGTERM");
+  await releaseCommand({ url: t.ollamaUrl, out: () => {} });
+  expect(await leasing).toBe(128 + 9);
+});
+
+test("a command that does not exist is found out before the card is emptied", async () => {
+  stack = await startStack();
+  const { t } = stack;
+  let said = "";
+  expect(await leaseCommand({ url: t.ollamaUrl, command: ["no-such-command-here"], env, err: (s) => (said += s) })).toBe(127);
+  expect(said).toContain("no such command: no-such-command-here; the GPU was not leased");
+  expect(stack.ollama!.calls.filter((c) => c.path === "/api/ps")).toEqual([]);
+  expect(t.status.snapshot(false).history.map((h) => h.state)).toEqual(["idle"]);
+});
