@@ -14,6 +14,7 @@ import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
+import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
@@ -145,6 +146,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
   const status = new StatusModel({ version: opts.version, lock, upstreams, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
   lock.onEvent((e) => status.onLock(e));
+  const card = createCardMetrics(metrics.registry, { waiters: () => status.holders(false).waiting });
+  lock.onEvent((e) => card.onLock(e));
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
@@ -188,7 +191,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       pollMs: config.historyPollIntervalMs,
     },
     log,
-    onLease: (e) => status.onLease(e),
+    onLease: (e) => {
+      status.onLease(e);
+      card.onLease(e);
+    },
+    onForceRelease: () => card.onForceRelease(),
   });
   const common = {
     lock,
@@ -205,7 +212,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     observer: requestObserver(log, metrics),
     idle: llmWatches,
     health,
-    metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
+    metrics: () => {
+      card.flush();
+      return { contentType: metrics.contentType, text: metrics.render() };
+    },
     turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering }),
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;

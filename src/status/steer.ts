@@ -57,6 +57,8 @@ export interface SteeringDeps {
   };
   log: SteerLog;
   onLease: (e: LeaseEvent) => void;
+  /** Told of every force-release (the metrics count them). */
+  onForceRelease?: () => void;
   /** Wall clock, epoch ms. */
   now?: () => number;
 }
@@ -118,6 +120,7 @@ export class Steering {
    */
   async release(by: string): Promise<{ lease: string | null; llm_cut: number; jobs_interrupted: string[]; leases_cancelled: number }> {
     this.#preparing?.abort();
+    this.#d.onForceRelease?.();
     const queued = this.#queued.splice(0);
     for (const q of queued) q.cancel.abort(new LeaseRefused(409, `gpu-turnstile: the GPU was force-released by ${by} while this lease waited for it`));
     const lease = this.#held ? this.#end("revoked", by) : null;
