@@ -165,6 +165,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
   };
   const estimator = new BusyEstimator();
+  // Down only once a probe has said so: before the first probe a request still gets its retries.
+  const probedDown = new Set<string>();
   // Every LLM exchange holding a slot is watched, so a force-release can cut it; with
   // LLM_IDLE_TIMEOUT 0 the ticker never ticks and only keeps that list.
   const llmWatches = new IdleTicker(config.llmIdleTimeoutMs, config.llmIdleTimeoutMs > 0);
@@ -264,7 +266,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const upstream = new URL(upstreamUrl);
     const guard = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
     const hostAllowed = (host: string) => guard(host) || refusedHost(name, host);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name) });
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -314,6 +316,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     report: withHealth(upstreamHealth, (u, up, detail) => {
       upstreamLog(u, up, detail);
       status.onUpstream(u, up, detail);
+      if (up) probedDown.delete(u);
+      else probedDown.add(u);
       // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
       // comes with its probe, /system_stats, already).
       if (u === "ollama" && up) void ollama?.ps(undefined, config.probeTimeoutMs).catch(() => {});

@@ -59,6 +59,11 @@ export interface ForwardOptions {
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
+  /**
+   * The upstream is known to be down (its health probe said so): a refused connection is answered
+   * at once instead of retried for UPSTREAM_RETRY_TIMEOUT. One attempt is still made.
+   */
+  knownDown?: boolean;
   /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
   watchBody?: (chunk: Uint8Array) => void;
   /**
@@ -148,6 +153,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
       if (watch?.reason) throw new IdleTimeoutError(watch.reason);
       const reason = describeFetchError(err);
       if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
+      if (opts.knownDown) return { ok: false, reason: `${reason}; not retried: the health probe finds it down` };
       const now = performance.now();
       giveUpAt ??= now + retry.retryTimeoutMs;
       if (now >= giveUpAt) return { ok: false, reason: `${reason}; gave up after UPSTREAM_RETRY_TIMEOUT (${formatDuration(retry.retryTimeoutMs)})` };

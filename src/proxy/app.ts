@@ -90,6 +90,8 @@ export interface ListenerAppDeps {
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
+  /** Whether the last health probe found this listener's upstream down (pass-through fails fast then). */
+  upstreamDown?: () => boolean;
 }
 
 type Info = RequestInfo;
@@ -220,6 +222,8 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
     signal: req.signal,
     clientIp,
     retry: deps.retry,
+    // Open WebUI's model list must not hang for UPSTREAM_RETRY_TIMEOUT on an Ollama known to be down.
+    knownDown: deps.upstreamDown?.(),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
   });
   const res = result.ok ? result.response : unreachable(deps, req, url, result.reason);
