@@ -266,7 +266,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const upstream = new URL(upstreamUrl);
     const guard = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
     const hostAllowed = (host: string) => guard(host) || refusedHost(name, host);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name) });
+    // Bun has no call that closes one request's connection; the shortest idle timeout does it, silently.
+    let serving: { timeout(req: Request, seconds: number): void } | undefined;
+    const cutClient = (req: Request) => serving?.timeout(req, 1);
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name), cutClient });
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -281,6 +284,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         else log.info(`websocket ${r.path} relayed`);
       },
     }));
+    serving = server;
     servers.push({ name, server });
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;

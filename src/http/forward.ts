@@ -64,6 +64,8 @@ export interface ForwardOptions {
    * at once instead of retried for UPSTREAM_RETRY_TIMEOUT. One attempt is still made.
    */
   knownDown?: boolean;
+  /** Ends the client's connection silently when the upstream breaks off a body (h1-pool.ts). */
+  cutClient?: () => void;
   /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
   watchBody?: (chunk: Uint8Array) => void;
   /**
@@ -144,7 +146,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
       // The pooled client is stopped by the watch itself; fetch only listens to a signal.
       const upstreamSignal = opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal);
       res = pool
-        ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch })
+        ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch, cutClient: opts.cutClient })
         : await fetch(opts.upstream.origin + target, fetchInit(req.method, headers as Headers, body.next(), upstreamSignal));
       if (watch) watch.moved = true;
     } catch (err) {

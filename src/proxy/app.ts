@@ -92,6 +92,8 @@ export interface ListenerAppDeps {
   llmTracker?: LlmTracker;
   /** Whether the last health probe found this listener's upstream down (pass-through fails fast then). */
   upstreamDown?: () => boolean;
+  /** Drops a client's connection without an error (the listener's server; see h1-pool.ts's cutClient). */
+  cutClient?: (req: Request) => void;
 }
 
 type Info = RequestInfo;
@@ -224,6 +226,7 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
     retry: deps.retry,
     // Open WebUI's model list must not hang for UPSTREAM_RETRY_TIMEOUT on an Ollama known to be down.
     knownDown: deps.upstreamDown?.(),
+    cutClient: cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
   });
   const res = result.ok ? result.response : unreachable(deps, req, url, result.reason);
@@ -265,6 +268,7 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
       clientIp,
       retry: deps.retry,
       acquire: watch ? async () => watch.arm(await admitSlot()) : admitSlot,
+      cutClient: cutFor(deps, req),
       watchBody:
         scan &&
         ((c) => {
@@ -310,6 +314,11 @@ async function proxyLLM(req: Request, url: RequestTarget, clientIp: string | und
   bodyWatch?.answered(result.response.status);
   if (watch) watch.stage = "response";
   return answered(result.response, req.signal, deps.observer, info, t0, trackedHold(result.hold!, tracker, tracked), watch);
+}
+
+function cutFor(deps: ListenerAppDeps, req: Request): (() => void) | undefined {
+  const cut = deps.cutClient;
+  return cut && (() => cut(req));
 }
 
 /** The hold, ending the request's entry in the status model when it is released. */
