@@ -57,7 +57,10 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
     { name: "once", value: false },
     { name: "without-turnstile", value: false },
   ],
-  config: [{ name: "sample", value: false }],
+  config: [
+    { name: "sample", value: false },
+    { name: "config", value: true },
+  ],
 };
 
 /** The words a user may type as a command, as listed in usage errors. */

@@ -139,11 +139,22 @@ const commands: Record<CommandName, CommandDef<any>> = {
     },
   }),
   config: defineCommand({
-    meta: { name: "config", description: "List every setting with its default and meaning" },
-    args: { sample: { type: "boolean", description: "print a complete config file to start from, every setting commented out" } },
+    meta: { name: "config", description: "List every setting with its default and meaning; with --config, check a config file" },
+    args: {
+      sample: { type: "boolean", description: "print a complete config file to start from, every setting commented out" },
+      config: { ...configArg, description: "check this config file without starting: every setting, its value and where it came from" },
+    },
     async run({ args }) {
-      const { configCommand } = await import("./config.ts");
-      process.stdout.write(configCommand({ sample: args.sample === true, version: VERSION }));
+      const { configCommand, checkConfigCommand } = await import("./config.ts");
+      if (args.config === undefined) return void process.stdout.write(configCommand({ sample: args.sample === true, version: VERSION }));
+      const { configAnchor } = await import("./serve.ts");
+      process.exitCode = checkConfigCommand({
+        configPath: args.config,
+        env: process.env,
+        execPath: configAnchor(),
+        out: (s) => void process.stdout.write(s),
+        err: (s) => void process.stderr.write(s),
+      });
     },
   }),
 };
