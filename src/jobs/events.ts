@@ -1,7 +1,7 @@
 /** What an image job reports as it goes; logs and metrics subscribe instead of being called inline. */
 
 /** How an image job ended (SPEC.md, "Image job flow"); each job is counted once. */
-export const JOB_OUTCOMES = ["completed", "failed", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone"] as const;
+export const JOB_OUTCOMES = ["completed", "failed", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone", "interrupted"] as const;
 export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 
 /**

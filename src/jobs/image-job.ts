@@ -185,6 +185,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       try {
         outcome = await followToEnd(jobId, id, deps);
       } finally {
+        if (deps.tracker.interrupted.delete(id)) outcome = "interrupted";
         followed.done();
       }
       if (await release(outcome)) await warm(deps);

@@ -44,7 +44,7 @@ export interface SteeringDeps {
   /** The LLM exchanges holding slots (the proxy's idle watches). */
   llm: { cutAll(err: Error): number };
   /** The image jobs being followed. */
-  jobs: { active(): Iterable<{ promptId?: string }> };
+  jobs: { active(): Iterable<{ promptId?: string }>; readonly interrupted?: Set<string> };
   comfy: ComfyClient | undefined;
   ollama: OllamaClient | undefined;
   settings: {
@@ -128,6 +128,7 @@ export class Steering {
     // A job's follow and its /free are tracked apart: one prompt id may show twice.
     const prompts = [...new Set([...this.#d.jobs.active()].flatMap((j) => (j.promptId ? [j.promptId] : [])))];
     const { comfy, settings } = this.#d;
+    for (const id of prompts) this.#d.jobs.interrupted?.add(id);
     if (comfy) {
       // As the watchdog stops a job: /interrupt (and out of the pending queue), then wait until gone.
       await Promise.all(prompts.map((id) => stopJob(comfy, id, undefined, { stopTimeoutMs: settings.freeTimeoutMs, pollMs: settings.pollMs })));
