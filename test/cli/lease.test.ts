@@ -66,7 +66,8 @@ test("a lease that cannot be had says why and does not run the command", async (
   let said = "";
   const code = await leaseCommand({ url: stack.t.ollamaUrl, ttl: "2h", command: ["sh", "-c", "exit 0"], env, err: (s) => (said += s) });
   expect(code).toBe(1);
-  expect(said).toContain("LEASE_MAX_TTL");
+  // In the Go durations the TTL was given in, not milliseconds.
+  expect(said).toContain("ttl 2h0m0s is above LEASE_MAX_TTL (1m0s)");
   expect(said).toContain("the command was not run");
 });
 

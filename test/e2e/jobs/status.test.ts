@@ -174,3 +174,18 @@ test("a chat that is refused, or whose client leaves mid-stream, leaves no entry
   expect((await status(t.ollamaUrl)).llm.requests).toEqual([]);
   await (await job).text();
 });
+
+test("a chat only retrying a dead Ollama is shown as retrying: neither holding the GPU nor waiting for it", async () => {
+  stack = await startStack({ comfy: false, env: { UPSTREAM_RETRY_TIMEOUT: "10s", BACKOFF_INITIAL: "50ms", BACKOFF_MAX: "100ms" } });
+  const { t } = stack;
+  await stack.ollama!.stop();
+  const gone = new AbortController();
+  const chat = postJson(`${t.ollamaUrl}/api/chat`, { model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] }, gone.signal).catch(() => undefined);
+  await until(async () => (await status(t.ollamaUrl)).llm.requests.some((r) => r.retrying), "the chat retrying");
+  const s = await status(t.ollamaUrl);
+  expect(s.llm).toMatchObject({ inflight: 0, waiting: 0 });
+  expect(s.waiting).toEqual([]);
+  expect(s.state).toBe("idle");
+  gone.abort();
+  await chat;
+});
