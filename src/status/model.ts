@@ -273,7 +273,7 @@ export class StatusModel {
       case "left":
         if (!job) return;
         this.#jobs.delete(e.jobId);
-        this.#emit({ type: "job", data: { ...job, phase: "left" } });
+        this.#emit({ type: "job", data: { ...withoutClient(job), phase: "left" } });
         return;
       case "acquired":
         // A retry after ComfyUI refused the connection takes the GPU again: same job, new hold.
@@ -329,11 +329,11 @@ export class StatusModel {
         const done: RecentImageJob = { kind: "image_job", ...rest, prompt_id: e.promptId ?? job.prompt_id, outcome: e.outcome, held_ms: e.heldMs, ended: at };
         this.#recent.push(done);
         if (this.#recent.length > this.#maxRecent) this.#recent.shift();
-        this.#emit({ type: "job", data: { ...done, phase: "done" } });
+        this.#emit({ type: "job", data: { ...withoutClient(done), phase: "done" } });
         return;
       }
     }
-    this.#emit({ type: "job", data: { ...job } });
+    this.#emit({ type: "job", data: withoutClient(job) });
   }
 
   /** The job leaves ComfyUI's queue for its run; false when it was not queued. */
@@ -356,7 +356,7 @@ export class StatusModel {
     if (!job) return;
     if (clientId !== null && job.client_id === undefined) job.client_id = clientId;
     if ("max" in news) job.progress = { value: news.value, max: news.max };
-    if (this.#started(job, this.#now())) this.#emit({ type: "job", data: { ...job } });
+    if (this.#started(job, this.#now())) this.#emit({ type: "job", data: withoutClient(job) });
   }
 
   /** Every good /api/ps answer. */
@@ -401,7 +401,7 @@ export class StatusModel {
       image,
       lease: this.#leaseView(now),
       upstreams,
-      recent: this.#recent.map((r) => ({ ...r })),
+      recent: this.#recent.map((r) => (withClients ? { ...r } : withoutClient(r))),
       history: this.#spans.map((s) => ({ ...s })),
     };
   }
@@ -489,4 +489,13 @@ export class StatusModel {
       }
     }
   }
+}
+
+/**
+ * A copy without the client's address. Events go to every reader alike, so they never carry it;
+ * those who may see addresses get them in the document and in `holders`.
+ */
+function withoutClient<T extends { client?: string }>(v: T): T {
+  const { client: _c, ...rest } = v;
+  return rest as T;
 }

@@ -90,7 +90,7 @@ describe("StatusModel", () => {
     model.onJob({ phase: "released", jobId: 7, promptId: "p-1", outcome: "completed", heldMs: 17_100, gpuReleased: true });
     const doc = model.snapshot(false);
     expect(doc.image.running).toBeNull();
-    expect(doc.recent).toEqual([
+    expect(model.snapshot(true).recent).toEqual([
       {
         kind: "image_job",
         job: 7,
@@ -115,6 +115,10 @@ describe("StatusModel", () => {
       },
     ]);
     expect(events.filter((e) => e.type === "job").map((e) => (e.data as { phase: string }).phase)).toEqual(["waiting", "unloading", "sending", "queued", "running", "freeing", "done"]);
+    // Events reach every reader alike: no client address in them, nor in a reader's recent list without the right.
+    expect(events.some((e) => e.type === "job" && "client" in e.data)).toBe(false);
+    expect(doc.recent[0]!.client).toBeUndefined();
+    expect(model.snapshot(true).recent[0]!.client).toBe("10.0.0.9");
   });
 
   test("a job whose client left while it waited goes without a trace in recent", () => {
