@@ -322,10 +322,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       status.onUpstream(u, up, detail);
       if (up) probedDown.delete(u);
       else probedDown.add(u);
-      // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
-      // comes with its probe, /system_stats, already).
-      if (u === "ollama" && up) void ollama?.ps(undefined, config.probeTimeoutMs).catch(() => {});
     }),
+    // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
+    // comes with its own probe, /system_stats).
+    whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
   });
 
   return {

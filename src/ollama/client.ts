@@ -32,17 +32,27 @@ export class OllamaClient {
   }
 
   async ps(signal?: AbortSignal, timeoutMs = this.callTimeoutMs): Promise<LoadedModel[]> {
-    const { status, text } = await callJson(this.base, "/api/ps", { timeoutMs, signal });
-    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/ps");
-    const body = parseJson(text);
-    if (!isRecord(body) || !Array.isArray(body.models)) throw new UpstreamHttpError(status, text, "GET /api/ps answered without a models list");
-    const models = body.models.filter(isRecord).map((m) => ({
+    const raw = await this.look(timeoutMs, signal);
+    const models = raw.filter(isRecord).map((m) => ({
       name: String(m.name ?? m.model ?? ""),
       sizeVram: typeof m.size_vram === "number" ? m.size_vram : 0,
     }));
     this.memory.listed(models.map((m) => m.name));
-    this.onPs?.(body.models);
     return models;
+  }
+
+  /**
+   * /api/ps for the status page only: `onPs` hears it, the model memory does not. Read while chats
+   * run, an answer can be older than a chat that has just loaded its model, and the memory must not
+   * forget that model on its word (the blind unload relies on it).
+   */
+  async look(timeoutMs = this.callTimeoutMs, signal?: AbortSignal): Promise<unknown[]> {
+    const { status, text } = await callJson(this.base, "/api/ps", { timeoutMs, signal });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/ps");
+    const body = parseJson(text);
+    if (!isRecord(body) || !Array.isArray(body.models)) throw new UpstreamHttpError(status, text, "GET /api/ps answered without a models list");
+    this.onPs?.(body.models);
+    return body.models;
   }
 
   /**
