@@ -121,6 +121,19 @@ describe("StatusModel", () => {
     expect(model.snapshot(true).recent[0]!.client).toBe("10.0.0.9");
   });
 
+  test("an image job backing off from a ComfyUI that refused the connection holds nothing until it has the GPU again", () => {
+    const { model } = setup();
+    model.onJob({ phase: "arrived", jobId: 3 });
+    model.onJob({ phase: "acquired", jobId: 3, waitedMs: 5, joined: false });
+    model.onJob({ phase: "retrying", jobId: 3, attempt: 1, delayMs: 20, reason: "connection refused" });
+    let image = model.snapshot(false).image;
+    expect(image).toMatchObject({ running: null, session: null, retrying: 1, waiting: 0 });
+    expect(model.snapshot(false).waiting).toEqual([]);
+    model.onJob({ phase: "acquired", jobId: 3, waitedMs: 7, joined: false });
+    image = model.snapshot(false).image;
+    expect(image).toMatchObject({ running: { job: 3, phase: "unloading", waited_ms: 12 }, retrying: 0 });
+  });
+
   test("a job whose client left while it waited goes without a trace in recent", () => {
     const { model } = setup();
     model.onJob({ phase: "arrived", jobId: 4 });
