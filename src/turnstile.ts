@@ -15,6 +15,7 @@ import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
+import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
@@ -149,8 +150,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version });
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
-  const status = new StatusModel({ version: opts.version, lock, upstreams });
+  // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
+  const status = new StatusModel({ version: opts.version, lock, upstreams, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
   lock.onEvent((e) => status.onLock(e));
+  const card = createCardMetrics(metrics.registry, { waiters: () => status.holders(false).waiting });
+  lock.onEvent((e) => card.onLock(e));
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
@@ -158,6 +162,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
+  if (ollama) ollama.onPs = (models) => status.onModels(models);
+  if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
   const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
@@ -166,6 +172,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
   };
   const estimator = new BusyEstimator();
+  // Down only once a probe has said so: before the first probe a request still gets its retries.
+  const probedDown = new Set<string>();
   // Every LLM exchange holding a slot is watched, so a force-release can cut it; with
   // LLM_IDLE_TIMEOUT 0 the ticker never ticks and only keeps that list.
   const llmWatches = new IdleTicker(config.llmIdleTimeoutMs, config.llmIdleTimeoutMs > 0);
@@ -192,7 +200,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       pollMs: config.historyPollIntervalMs,
     },
     log,
-    onLease: (e) => status.onLease(e),
+    onLease: (e) => {
+      status.onLease(e);
+      card.onLease(e);
+    },
+    onForceRelease: () => card.onForceRelease(),
   });
   const common = {
     lock,
@@ -209,7 +221,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     observer: requestObserver(log, metrics),
     idle: llmWatches,
     health,
-    metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
+    metrics: () => {
+      card.flush();
+      return { contentType: metrics.contentType, text: metrics.render() };
+    },
     turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering }),
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
@@ -282,7 +297,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const upstream = new URL(upstreamUrl);
     const guard = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
     const hostAllowed = (host: string) => guard(host) || refusedHost(name, host);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
+    // Bun has no call that closes one request's connection; the shortest idle timeout does it, silently.
+    let serving: { timeout(req: Request, seconds: number): void } | undefined;
+    const cutClient = (req: Request) => serving?.timeout(req, 1);
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name), cutClient });
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -290,12 +308,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
+      observeWs: name === "comfy" ? (clientId, frame) => status.onComfyFrame(clientId, frame) : undefined,
       onWebsocket: (r) => {
         metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
         else log.info(`websocket ${r.path} relayed`);
       },
     }));
+    serving = server;
     servers.push({ name, server });
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
@@ -336,7 +356,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     report: withHealth(upstreamHealth, (u, up, detail) => {
       upstreamLog(u, up, detail);
       status.onUpstream(u, up, detail);
+      if (up) probedDown.delete(u);
+      else probedDown.add(u);
     }),
+    // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
+    // comes with its own probe, /system_stats).
+    whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
   });
 
   return {

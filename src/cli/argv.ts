@@ -57,7 +57,10 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
     { name: "once", value: false },
     { name: "without-turnstile", value: false },
   ],
-  config: [{ name: "sample", value: false }],
+  config: [
+    { name: "sample", value: false },
+    { name: "config", value: true },
+  ],
 };
 
 /** The words a user may type as a command, as listed in usage errors. */
@@ -129,8 +132,31 @@ export function normalizeArgv(input: readonly string[]): Normalized {
     }
   }
   const cmd = command ?? "run";
-  if (!help) checkFlags(cmd, rest);
-  return { command: cmd, args: rest, help, named: command !== undefined };
+  const args = help ? rest : plainSwitches(cmd, rest);
+  if (!help) checkFlags(cmd, args);
+  return { command: cmd, args, help, named: command !== undefined };
+}
+
+/**
+ * A switch given a value (`--no-copy=true`, `--json=false`) becomes the bare switch, or nothing:
+ * citty would read `--no-copy=true` as a flag named "copy=true" and leave `copy` unset.
+ */
+function plainSwitches(command: CommandName, args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === "--" && command === "lease") return out.concat(args.slice(i));
+    const m = /^--?([\w-]+)=(.*)$/.exec(a);
+    const spec = m && COMMAND_FLAGS[command].find((f) => f.name === m[1] && !f.value);
+    if (!m || !spec) {
+      out.push(a);
+      continue;
+    }
+    const v = m[2]!.toLowerCase();
+    if (v === "true" || v === "1" || v === "yes") out.push(`--${spec.name}`);
+    else if (v !== "false" && v !== "0" && v !== "no") throw new UsageError(`"--${spec.name}" is a switch: give it alone, not "=${m[2]}"`, command);
+  }
+  return out;
 }
 
 function checkFlags(command: CommandName, args: readonly string[]): void {
@@ -138,6 +164,9 @@ function checkFlags(command: CommandName, args: readonly string[]): void {
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a === "--" && command === "lease") return;
+    if (!a.startsWith("-") && command === "lease") {
+      throw new UsageError(`unexpected argument "${a}": put the command after "--", as in gpu-turnstile lease -- ${args.slice(i).join(" ")}`, command);
+    }
     if (!a.startsWith("-")) {
       throw new UsageError(`unexpected argument "${a}"${command === "run" ? ` (commands: ${COMMAND_WORDS})` : ""}`, command);
     }

@@ -17,6 +17,19 @@ const defineCommand = <T extends ArgsDef>(def: CommandDef<T>): CommandDef<T> => 
 
 const configArg = { type: "string", description: "env-style config file (also -config <path>)", valueHint: "path" } as const;
 
+export const installServiceArgs = {
+  config: configArg,
+  "no-copy": { type: "boolean", description: "register this executable where it is; leave the config untouched" },
+} as const satisfies ArgsDef;
+
+/**
+ * Whether install-service was told --no-copy. citty reads any `--no-X` as the negation of `X`, so
+ * `--no-copy` arrives as `copy: false` and the flag's own name is never set (issue 21).
+ */
+export function noCopyFrom(args: Record<string, unknown>): boolean {
+  return args.copy === false || args["no-copy"] === true;
+}
+
 /** The service manager we report to (a no-op on a console run); set by runCli. */
 let host: ServiceHost | undefined;
 /** This invocation's arguments as given: the Windows UAC relaunch repeats them. */
@@ -36,16 +49,13 @@ const commands: Record<CommandName, CommandDef<any>> = {
   }),
   "install-service": defineCommand({
     meta: { name: "install-service", description: "Install and start the system service (also --install-service, service install)" },
-    args: {
-      config: configArg,
-      "no-copy": { type: "boolean", description: "register this executable where it is; leave the config untouched" },
-    },
+    args: installServiceArgs,
     async run({ args }) {
       const { install } = await import("../service/index.ts");
       process.exitCode = await install({
         argv: givenArgv,
         configPath: args.config,
-        noCopy: args["no-copy"] === true,
+        noCopy: noCopyFrom(args),
         version: VERSION,
         elevatedLog: args["elevated-log"] as string | undefined,
       });
@@ -129,11 +139,22 @@ const commands: Record<CommandName, CommandDef<any>> = {
     },
   }),
   config: defineCommand({
-    meta: { name: "config", description: "List every setting with its default and meaning" },
-    args: { sample: { type: "boolean", description: "print a complete config file to start from, every setting commented out" } },
+    meta: { name: "config", description: "List every setting with its default and meaning; with --config, check a config file" },
+    args: {
+      sample: { type: "boolean", description: "print a complete config file to start from, every setting commented out" },
+      config: { ...configArg, description: "check this config file without starting: every setting, its value and where it came from" },
+    },
     async run({ args }) {
-      const { configCommand } = await import("./config.ts");
-      process.stdout.write(configCommand({ sample: args.sample === true, version: VERSION }));
+      const { configCommand, checkConfigCommand } = await import("./config.ts");
+      if (args.config === undefined) return void process.stdout.write(configCommand({ sample: args.sample === true, version: VERSION }));
+      const { configAnchor } = await import("./serve.ts");
+      process.exitCode = checkConfigCommand({
+        configPath: args.config,
+        env: process.env,
+        execPath: configAnchor(),
+        out: (s) => void process.stdout.write(s),
+        err: (s) => void process.stderr.write(s),
+      });
     },
   }),
 };

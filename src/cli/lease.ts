@@ -9,6 +9,7 @@
 import { constants } from "node:os";
 import { basename } from "node:path";
 import { parseDuration } from "../config/duration.ts";
+import { findCommand, KILL_GRACE_MS, stopCommand, watchLeaseEnd } from "./lease-watch.ts";
 import { findInstance } from "./status.ts";
 
 export interface LeaseCommandOptions {
@@ -20,6 +21,8 @@ export interface LeaseCommandOptions {
   command: string[];
   env?: Record<string, string | undefined>;
   err?: (text: string) => void;
+  /** Between SIGTERM and SIGKILL when the lease is revoked (default KILL_GRACE_MS). */
+  killGraceMs?: number;
 }
 
 /** Passed on to the command rather than obeyed. */
@@ -30,6 +33,11 @@ export async function leaseCommand(opts: LeaseCommandOptions): Promise<number> {
   if (opts.command.length === 0) {
     say("gpu-turnstile: lease needs a command to run: gpu-turnstile lease [--ttl 2h] -- <command> [args…]\n");
     return 2;
+  }
+  // Checked before the card is emptied for it: a typo must not unload everyone's models.
+  if (!findCommand(opts.command[0]!)) {
+    say(`gpu-turnstile: no such command: ${opts.command[0]}; the GPU was not leased\n`);
+    return 127;
   }
   const ttl = opts.ttl ?? "2h";
   let ttlMs: number;
@@ -110,22 +118,31 @@ async function leaseAndRun(
     return 127;
   }
   let lost = false;
+  const ended = (why: string) => {
+    if (lost) return;
+    lost = true;
+    const grace = opts.killGraceMs ?? KILL_GRACE_MS;
+    say(`gpu-turnstile: the lease has ended (${why}); stopping ${opts.command[0]} (SIGTERM, SIGKILL after ${grace / 1000}s)\n`);
+    stopCommand(child, grace);
+  };
+  const following = new AbortController();
+  void watchLeaseEnd({ base, headers, id: leaseId, signal: following.signal, onEnd: (reason, by) => ended(`${reason}${by ? ` by ${by}` : ""}`) });
   const renewer = setInterval(
     async () => {
       const res = await fetch(`${leaseUrl}/renew`, { method: "POST", headers }).catch(() => undefined);
-      if (res?.status === 404 && !lost) {
-        lost = true;
-        say("gpu-turnstile: the lease has ended (force-released, or expired); the GPU is no longer reserved for this command\n");
-      }
+      if (res?.status === 404) ended("force-released, or expired");
     },
     Math.max(50, ttlMs / 3),
   );
   const code = await child.exited;
+  following.abort();
   clearInterval(renewer);
   if (!lost) await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
   // Killed by a signal: the shell's convention, 128 + its number.
   const sig = child.signalCode;
-  return sig ? 128 + (constants.signals[sig as keyof typeof constants.signals] ?? 0) : code;
+  const status = sig ? 128 + (constants.signals[sig as keyof typeof constants.signals] ?? 0) : code;
+  // A command cut short by the lease's end did not do its work, whatever it exited with.
+  return lost && status === 0 ? 1 : status;
 }
 
 export async function releaseCommand(opts: { configPath?: string; url?: string; out?: (text: string) => void }): Promise<number> {

@@ -7,8 +7,10 @@ import { ConfigError, loadConfig } from "../config/load.ts";
 import { parseListen } from "../config/listen.ts";
 import type { Config } from "../config/types.ts";
 import type { StatusDoc } from "../status/model.ts";
-import { readSse } from "../status/sse-read.ts";
+import { withScheme } from "../config/schema.ts";
+import { processorOf } from "../status/card.ts";
 import { configAnchor } from "./serve.ts";
+import { followEvents } from "./follow-events.ts";
 
 export interface StatusCommandOptions {
   configPath?: string;
@@ -29,32 +31,67 @@ export function instanceUrl(config: Pick<Config, "ollamaUrl" | "listenOllama" | 
 
 const dur = (ms: number) => (ms < 1000 ? `${Math.round(ms)}ms` : ms < 60_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.floor(ms / 60_000)}m${String(Math.floor(ms / 1000) % 60).padStart(2, "0")}s`);
 
+const gib = (b: number) => `${(b / 1073741824).toFixed(1)} GiB`;
+
+type Job = StatusDoc["image"]["jobs"][number];
+
+/** A job's place and times, its queue time kept apart from its run, and who sent it. */
+function jobLine(j: Job, now: number): string {
+  const parts = [`image: job ${j.job}${j.prompt_id ? ` prompt ${j.prompt_id}` : ""} ${j.phase}`];
+  if (j.progress) parts.push(`step ${j.progress.value} of ${j.progress.max}`);
+  if (j.phase === "waiting" || j.phase === "retrying") parts.push(`for ${dur(now - (j.arrived ?? j.since))}`);
+  else parts.push(`waited ${dur(j.waited_ms)}`);
+  if (j.queued_since !== undefined) parts.push(`in ComfyUI's queue ${dur(j.queue_ms ?? now - j.queued_since)}`);
+  if (j.running_since !== undefined) parts.push(`running ${dur(j.run_ms ?? now - j.running_since)}`);
+  const from = [j.client, j.client_id && `client_id ${j.client_id}`].filter(Boolean).join(" ");
+  if (from) parts.push(`from ${from}`);
+  return parts.join(", ");
+}
+
 /** The document as a few lines for a terminal. */
 export function renderStatus(doc: StatusDoc): string {
   const since = doc.now - Date.parse(doc.state_since);
   const lines = [`GPU: ${doc.state} for ${dur(since)}   (gpu-turnstile ${doc.version})`];
-  const run = doc.image.running;
-  if (run) lines.push(`image: job ${run.job}${run.prompt_id ? ` prompt ${run.prompt_id}` : ""} ${run.phase}, holding ${dur(run.age_ms)}`);
-  if (doc.image.queued > 0) lines.push(`image: ${doc.image.queued} waiting`);
+  for (const j of doc.image.jobs ?? []) lines.push(jobLine(j, doc.now));
   if (doc.lease) lines.push(`lease: ${doc.lease.holder} (${doc.lease.id}), held ${dur(doc.lease.age_ms)}, ends in ${dur(doc.lease.expires_in_ms)} unless renewed`);
   lines.push(`llm: ${doc.llm.inflight} in flight, ${doc.llm.waiting} waiting${doc.llm.waiting ? ` (oldest ${dur(doc.llm.oldest_wait_ms)})` : ""}`);
   for (const r of doc.llm.requests) {
-    lines.push(`  ${r.waiting ? "waits" : "holds"} ${r.path}${r.model ? ` ${r.model}` : ""}${r.client ? ` from ${r.client}` : ""} ${dur(r.age_ms)}`);
+    lines.push(`  ${r.retrying ? "retrying" : r.waiting ? "waits" : "holds"} ${r.path}${r.model ? ` ${r.model}` : ""}${r.client ? ` from ${r.client}` : ""} ${dur(r.age_ms)}`);
   }
+  for (const w of doc.waiting ?? []) {
+    const who = w.kind === "llm" ? `chat ${w.id}` : w.kind === "image" ? `image job ${w.id}` : `lease ${JSON.stringify(w.id)}`;
+    lines.push(`waiting: ${who} ${w.reason}, for ${dur(doc.now - w.since)}, estimate ${w.retry_after_s}s${w.client ? `, from ${w.client}` : ""}`);
+  }
+  if (doc.models) {
+    lines.push(doc.models.length ? "ollama models:" : `ollama models: none (as /api/ps said ${dur(doc.now - doc.models_at!)} ago)`);
+    for (const m of doc.models) {
+      const left = m.expires_at ? Date.parse(m.expires_at) - doc.now : NaN;
+      lines.push(`  ${m.name}  ${gib(m.size)}  ${processorOf(m)}  ${Number.isNaN(left) ? "" : left > 365 * 86_400_000 ? "forever" : `until ${dur(left)} from now`}`.trimEnd());
+    }
+  }
+  if (doc.comfy_memory) lines.push(`comfy memory: ${gib(doc.comfy_memory.used)} of ${gib(doc.comfy_memory.total)} in use (torch ${gib(doc.comfy_memory.torch_reserved)})`);
   for (const [name, u] of Object.entries(doc.upstreams)) {
     lines.push(`${name}: ${u.up === null ? "not probed yet" : u.up ? `up ${u.version ?? ""}`.trimEnd() : `down: ${u.reason ?? "?"}`}`);
   }
   return lines.join("\n") + "\n";
 }
 
+const clock = () => new Date().toISOString().slice(11, 19);
+
+function holdersLine(data: any): string {
+  const image = data.image;
+  const waiting = (data.waiting ?? []).length;
+  return `llm ${data.llm.inflight} in flight, ${data.llm.waiting} waiting; image ${image.running ? `job ${image.running.job} ${image.running.phase}` : "none"}, ${image.queued} queued in ComfyUI, ${image.waiting ?? 0} waiting for the GPU${waiting ? `; ${waiting} waiting in all` : ""}`;
+}
+
 /** One line per event while watching. */
 function renderEvent(event: string, data: any): string | undefined {
-  const t = new Date().toISOString().slice(11, 19);
+  const t = clock();
   if (event === "state") return `${t} GPU ${data.from} -> ${data.state}\n`;
   if (event === "job") return `${t} image job ${data.job}${data.prompt_id ? ` (${data.prompt_id})` : ""}: ${data.phase}${data.outcome ? ` ${data.outcome}` : ""}\n`;
   if (event === "upstream") return `${t} ${data.name} ${data.up ? "up" : `down: ${data.reason ?? "?"}`}\n`;
   if (event === "lease") return `${t} GPU lease ${data.lease.id} of ${data.lease.holder}: ${data.event}${data.reason ? ` (${data.reason})` : ""}\n`;
-  if (event === "holders") return `${t} llm ${data.llm.inflight} in flight, ${data.llm.waiting} waiting; image ${data.image.running ? data.image.running.phase : "none"}, ${data.image.queued} queued\n`;
+  if (event === "holders") return `${t} ${holdersLine(data)}\n`;
   return undefined;
 }
 
@@ -64,6 +101,11 @@ function renderEvent(event: string, data: any): string | undefined {
  */
 export function findInstance(opts: { configPath?: string; url?: string; env?: Record<string, string | undefined> }): { base: string; headers: Record<string, string> } | undefined {
   let base = opts.url?.replace(/\/+$/, "");
+  if (base !== undefined && !/^https?:\/\/[^/]/i.test(base)) {
+    const guess = withScheme(base);
+    process.stderr.write(`gpu-turnstile: --url: expected an absolute http:// or https:// URL${guess ? ` (did you mean "${guess}"?)` : ""}\n`);
+    return undefined;
+  }
   let token = "";
   try {
     const config = loadConfig({ argvConfigPath: opts.configPath, env: opts.env ?? process.env, execPath: configAnchor() }).config;
@@ -83,7 +125,8 @@ export async function statusCommand(opts: StatusCommandOptions): Promise<number>
   const instance = findInstance(opts);
   if (!instance) return 1;
   const { base, headers } = instance;
-  const path = opts.watch ? "/turnstile/events" : "/turnstile/status";
+  if (opts.watch) return watch(base, headers, opts, out);
+  const path = "/turnstile/status";
   let res: Response;
   try {
     res = await fetch(`${base}${path}`, { headers, signal: opts.signal });
@@ -95,21 +138,46 @@ export async function statusCommand(opts: StatusCommandOptions): Promise<number>
     process.stderr.write(`gpu-turnstile: ${base}${path} answered ${res.status}; is this a gpu-turnstile (version with /turnstile/)?\n`);
     return 1;
   }
-  if (!opts.watch) {
-    const doc = (await res.json()) as StatusDoc;
-    out(opts.json ? JSON.stringify(doc, null, 2) + "\n" : renderStatus(doc));
-    return 0;
+  const doc = (await res.json()) as StatusDoc;
+  out(opts.json ? JSON.stringify(doc, null, 2) + "\n" : renderStatus(doc));
+  return 0;
+}
+
+/**
+ * --watch: the event stream until Ctrl-C. A turnstile that restarts is waited for and followed
+ * again, as the status page does: one line when it is lost, one when it is back, and no line
+ * printed twice (a reconnect's snapshot, or `holders` that changed only where no line shows).
+ */
+async function watch(base: string, headers: Record<string, string>, opts: StatusCommandOptions, out: (text: string) => void): Promise<number> {
+  const signal = opts.signal ?? new AbortController().signal;
+  let connections = 0;
+  let lastHolders = "";
+  const end = await followEvents({
+    url: `${base}/turnstile/events`,
+    headers,
+    signal,
+    onEvent({ event, data }, fresh) {
+      if (fresh) connections++;
+      if (opts.json) return out(`${JSON.stringify({ event, data })}\n`);
+      if (event === "status") {
+        const doc = data as StatusDoc;
+        lastHolders = holdersLine(doc);
+        return out(connections === 1 ? renderStatus(doc) : `${clock()} back: GPU ${doc.state}; ${lastHolders}\n`);
+      }
+      if (event === "holders") {
+        const line = holdersLine(data);
+        if (line === lastHolders) return;
+        lastHolders = line;
+      }
+      out(renderEvent(event, data) ?? "");
+    },
+    onLost(reason) {
+      process.stderr.write(`gpu-turnstile: ${clock()} lost the event stream (${reason}); reconnecting until it is back (Ctrl-C stops)\n`);
+    },
+  });
+  if (!end.ok) {
+    process.stderr.write(`gpu-turnstile: no turnstile answers at ${base}: ${end.reason} (is it running? --url names another instance)\n`);
+    return 1;
   }
-  // --watch: the event stream until Ctrl-C (or the turnstile stops).
-  try {
-    for await (const { event, data } of readSse(res.body!)) {
-      if (opts.json) out(`${JSON.stringify({ event, data })}\n`);
-      else out((event === "status" ? renderStatus(data as StatusDoc) : renderEvent(event, data)) ?? "");
-    }
-  } catch (err) {
-    if (opts.signal?.aborted) return 0;
-    throw err;
-  }
-  process.stderr.write("gpu-turnstile: the event stream ended (the turnstile stopped)\n");
-  return 1;
+  return 0;
 }

@@ -13,6 +13,9 @@ export interface QueueView {
 }
 
 export class ComfyClient {
+  /** Shown every good /system_stats answer (the status page's ComfyUI memory). */
+  onStats: ((body: unknown) => void) | undefined;
+
   constructor(
     readonly base: URL,
     private readonly callTimeoutMs: number,
@@ -71,6 +74,7 @@ export class ComfyClient {
     const { status, text } = await callJson(this.base, "/system_stats", { timeoutMs });
     if (status !== 200) throw new UpstreamHttpError(status, text, "GET /system_stats");
     const body = parseJson(text);
+    this.onStats?.(body);
     const system = isRecord(body) && isRecord(body.system) ? body.system : {};
     const devices = isRecord(body) && Array.isArray(body.devices) ? body.devices : [];
     let torchReserved = 0;

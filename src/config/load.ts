@@ -56,6 +56,8 @@ export interface LoadResult {
   source: ConfigSource;
   /** one line each, ready to log */
   warnings: string[];
+  /** Where each setting's value came from, by key: `file:LINE`, `environment (KEY)` or `default`. */
+  origins: Record<string, string>;
 }
 
 export class ConfigError extends Error {
@@ -105,14 +107,14 @@ export function loadConfig(opts: LoadOptions): LoadResult {
       throw e;
     }
   }
-  const { config, warnings } = buildConfig({
+  const { config, warnings, origins } = buildConfig({
     entries,
     file: source.found ? source.path : null,
     lookedFor: source.path,
     env: opts.env,
     platform,
   });
-  return { config, source, warnings };
+  return { config, source, warnings, origins };
 }
 
 function chooseFile(opts: LoadOptions, platform: Platform): ConfigSource {
@@ -144,7 +146,7 @@ export interface BuildInput {
 }
 
 /** The pure half of loadConfig: file entries + environment + defaults → validated Config. */
-export function buildConfig(input: BuildInput): { config: Config; warnings: string[] } {
+export function buildConfig(input: BuildInput): { config: Config; warnings: string[]; origins: Record<string, string> } {
   const file = input.file ?? "(no file)";
   const warnings: string[] = [];
   const fileValues = indexFile(input.entries, file, warnings);
@@ -168,11 +170,13 @@ export function buildConfig(input: BuildInput): { config: Config; warnings: stri
   if (problems.length === 0) {
     const config = Object.fromEntries(values) as unknown as Config;
     problems.push(...crossChecks(config, resolved, file, input.file ?? input.lookedFor));
-    if (problems.length === 0) return { config, warnings };
+    if (problems.length === 0) return { config, warnings, origins: originsOf(resolved, file) };
   }
   // The warnings go with the error, or they are never shown: a misspelled `OLAMA_URL` is why
   // "neither OLLAMA_URL nor COMFY_URL is set", and its line says so.
-  throw new ConfigError([...problems, ...warnings]);
+  // A misspelt key is the likely cause of what follows, so its "did you mean" is read first.
+  const hints = warnings.filter((w) => w.includes("(did you mean "));
+  throw new ConfigError([...hints, ...problems, ...warnings.filter((w) => !hints.includes(w))]);
 }
 
 /** Last entry per key wins (as in systemd); warns about repeats and keys we do not know. */
@@ -282,6 +286,15 @@ function crossChecks(
 }
 
 const LOCAL_HOSTS = /^(localhost|127(\.[0-9]+){3}|\[::1\]|::1|0\.0\.0\.0|\[::\]|::)$/i;
+
+function originsOf(resolved: Map<keyof Config, Resolved>, file: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const r of resolved.values()) {
+    const o = r.origin;
+    out[r.def.key] = o.from === "file" ? `${file}:${o.line}${o.key === r.def.key ? "" : ` (${o.key})`}` : o.from === "env" ? `environment (${o.key})` : "default";
+  }
+  return out;
+}
 
 function pointsAtListener(url: string, listen: string): boolean {
   const u = new URL(url);

@@ -78,7 +78,7 @@ function boolSchema(): SettingSchema {
  * Host and port written without a scheme, as OLLAMA_HOST is (`127.0.0.1:11435`), made a URL: the
  * hint for a value that is not one. (`localhost:11435` does parse, as a URL of scheme "localhost:".)
  */
-function withScheme(s: string): string | undefined {
+export function withScheme(s: string): string | undefined {
   if (s.includes("//") || !HOST_PORT.test(s)) return undefined;
   return URL.canParse(`http://${s}`) ? `http://${s}` : undefined;
 }

@@ -6,6 +6,7 @@
  */
 import { rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { untilStopped } from "./stop.ts";
 import { join } from "node:path";
 import { buildConfig } from "../config/load.ts";
 import { currentPlatform } from "../config/settings.ts";
@@ -66,11 +67,7 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
 
   if (!opts.once) {
     const workflow = printTryIt(tl, targets, !!turnstile);
-    // "on", not "once": a Ctrl-C can arrive twice (terminal and launcher), and the second must not kill us mid-cleanup.
-    await new Promise<void>((resolve) => {
-      process.on("SIGINT", () => resolve());
-      process.on("SIGTERM", () => resolve());
-    });
+    await untilStopped();
     rmSync(workflow, { force: true });
   }
   await turnstile?.stop(1000);

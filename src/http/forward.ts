@@ -59,6 +59,13 @@ export interface ForwardOptions {
   /** Taken before each attempt; released here when an attempt fails, otherwise handed to the caller. */
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
+  /**
+   * The upstream is known to be down (its health probe said so): a refused connection is answered
+   * at once instead of retried for UPSTREAM_RETRY_TIMEOUT. One attempt is still made.
+   */
+  knownDown?: boolean;
+  /** Ends the client's connection silently when the upstream breaks off a body (h1-pool.ts). */
+  cutClient?: () => void;
   /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
   watchBody?: (chunk: Uint8Array) => void;
   /**
@@ -145,7 +152,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
       // The pooled client is stopped by the watch itself; fetch only listens to a signal.
       const upstreamSignal = opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal);
       res = pool
-        ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch })
+        ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch, cutClient: opts.cutClient })
         : await fetch(opts.upstream.origin + target, fetchInit(req.method, headers as Headers, body.next(), upstreamSignal));
       if (watch) watch.moved = true;
     } catch (err) {
@@ -154,6 +161,7 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
       if (watch?.reason) throw new IdleTimeoutError(watch.reason);
       const reason = describeFetchError(err);
       if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
+      if (opts.knownDown) return { ok: false, reason: `${reason}; not retried: the health probe finds it down` };
       const now = performance.now();
       giveUpAt ??= now + retry.retryTimeoutMs;
       if (now >= giveUpAt) return { ok: false, reason: `${reason}; gave up after UPSTREAM_RETRY_TIMEOUT (${formatDuration(retry.retryTimeoutMs)})` };

@@ -1,7 +1,7 @@
 /** What an image job reports as it goes; logs and metrics subscribe instead of being called inline. */
 
 /** How an image job ended (SPEC.md, "Image job flow"); each job is counted once. */
-export const JOB_OUTCOMES = ["completed", "failed", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone"] as const;
+export const JOB_OUTCOMES = ["completed", "failed", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone", "interrupted"] as const;
 export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 
 /**
@@ -12,11 +12,18 @@ export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 export type JobEnd = "success" | "error" | "lost" | "timeout" | "interrupted" | "not_stopped";
 
 export type ImageJobEvent =
+  /** The job reached the turnstile and waits for the GPU (the status page lists it from here). */
+  | { phase: "arrived"; jobId: number; client?: string }
+  /** The client left before the GPU was ever granted: the job leaves no other trace. */
+  | { phase: "left"; jobId: number }
+  /** ComfyUI began running the prompt (a /queue poll found it running). */
+  | { phase: "started"; jobId: number; promptId: string }
   /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
   | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean }
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
   | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string }
-  | { phase: "forwarded"; jobId: number; status: number; promptId?: string; durationMs: number }
+  /** `clientId`: the /prompt body's client_id, where it was read. */
+  | { phase: "forwarded"; jobId: number; status: number; promptId?: string; durationMs: number; clientId?: string }
   | { phase: "retrying"; jobId: number; attempt: number; delayMs: number; reason: string }
   | { phase: "finished"; jobId: number; promptId: string; end: JobEnd; durationMs: number }
   /** The watchdog's /interrupt did not stop the job within FREE_TIMEOUT; the GPU is kept up to `graceMs` more. */

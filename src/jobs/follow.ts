@@ -74,6 +74,8 @@ export interface FollowOptions {
   pollMs: number;
   /** Whether a prompt id belongs to this turnstile (a job of the same image session). */
   isOurs?: (promptId: string) => boolean;
+  /** Told where each poll found the job (the status page tells ComfyUI's queue from its run). */
+  onPlace?: (place: Place) => void;
 }
 
 export function placeOf(q: QueueView, promptId: string): Place {
@@ -92,6 +94,7 @@ export async function followJob(comfy: ComfyClient, promptId: string, opts: Foll
       () => undefined,
     );
     const place = q && placeOf(q, promptId);
+    if (place) opts.onPlace?.(place);
     const behindOurs = place === "pending" && q!.running.some((id) => id !== promptId && (opts.isOurs?.(id) ?? false));
     const end = watch.see({ history, place, behindOurs }, performance.now());
     if (end) return { end, place };

@@ -89,6 +89,10 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   // A client that left before the GPU was ever granted leaves no trace.
   const release = async (outcome: JobOutcome): Promise<boolean> => {
     const gpuReleased = await giveBack();
+    if (!everHeld && !reported) {
+      reported = true;
+      emit({ phase: "left", jobId });
+    }
     if (!everHeld || reported) return gpuReleased;
     reported = true;
     emit({ phase: "released", jobId, promptId, outcome, heldMs, gpuReleased });
@@ -120,6 +124,8 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   let sent: AbortSignal | undefined;
   const fetchSignal = () => (sent = AbortSignal.timeout(settings.jobTimeoutMs));
   const noAnswer = (s: AbortSignal): JobOutcome => (s.aborted ? "timeout" : "upstream_error");
+  emit({ phase: "arrived", jobId, client: clientIp });
+  let clientId: string | undefined;
   const started = performance.now();
   let result;
   try {
@@ -130,6 +136,8 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       clientIp,
       retry: settings.retry,
       acquire,
+      // A buffered body is read once more for its client_id: who sent the job, on the status page.
+      onBody: (bytes) => void (clientId = clientIdOf(bytes)),
       onRetry: (n) => {
         sent = undefined;
         emit({ phase: "retrying", jobId, ...n });
@@ -159,7 +167,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
 
   const res = result.response;
   if (res.status !== 200 || res.body === null) {
-    emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started });
+    emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started, clientId });
     release("rejected");
     return relayResponse(res);
   }
@@ -167,7 +175,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   const captured = captureHead(res.body, settings.promptCaptureLimit);
   void captured.head.then((head) => {
     promptId = findPromptId(head);
-    emit({ phase: "forwarded", jobId, status: res.status, promptId, durationMs: performance.now() - started });
+    emit({ phase: "forwarded", jobId, status: res.status, promptId, durationMs: performance.now() - started, clientId });
     if (!promptId) return void release("no_prompt_id");
     lease?.accepted();
     const id = promptId;
@@ -177,12 +185,24 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       try {
         outcome = await followToEnd(jobId, id, deps);
       } finally {
+        if (deps.tracker.interrupted.delete(id)) outcome = "interrupted";
         followed.done();
       }
       if (await release(outcome)) await warm(deps);
     });
   });
   return relayResponse(res, captured.body);
+}
+
+/** The /prompt body's `client_id` (ComfyUI's name for the browser tab or script that sent it). */
+function clientIdOf(bytes: Uint8Array): string | undefined {
+  try {
+    const body: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    const id = typeof body === "object" && body !== null ? (body as { client_id?: unknown }).client_id : undefined;
+    return typeof id === "string" && id.length <= 200 ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
@@ -221,10 +241,16 @@ const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
 async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
   const { comfy, settings, emit, sessions } = deps;
   const t0 = performance.now();
+  let running = false;
   const seen = await followJob(comfy, promptId, {
     timeoutMs: settings.jobTimeoutMs,
     pollMs: settings.historyPollIntervalMs,
     isOurs: (id) => sessions.owns(id),
+    onPlace: (place) => {
+      if (place !== "running" || running) return;
+      running = true;
+      emit({ phase: "started", jobId, promptId });
+    },
   });
   let end: JobEnd;
   if (seen.end === "overrun") {

@@ -7,6 +7,8 @@ export interface TrackedJob {
 
 export class JobTracker {
   private readonly jobs = new Map<number, { info: TrackedJob; done: Promise<void> }>();
+  /** Prompts a force-release interrupted: their jobs end as `interrupted`, not as ComfyUI's error. */
+  readonly interrupted = new Set<string>();
   private nextKey = 0;
 
   run(info: TrackedJob, work: () => Promise<void>): Promise<void> {

@@ -38,10 +38,19 @@ export function startHealthMonitor(opts: {
   timeoutMs: number;
   intervalMs: number;
   report: ProbeReport;
+  /** Also part of each round while Ollama is up (the status page's resident models); its failure is ignored. */
+  whenOllamaUp?: () => Promise<unknown>;
 }): HealthMonitor {
   const round = async () => {
     const tasks: Promise<void>[] = [];
-    if (opts.ollama) tasks.push(probeOllama(opts.ollama, opts.timeoutMs).then((r) => opts.report("ollama", r.up, r.detail)));
+    if (opts.ollama) {
+      tasks.push(
+        probeOllama(opts.ollama, opts.timeoutMs).then(async (r) => {
+          opts.report("ollama", r.up, r.detail);
+          if (r.up) await opts.whenOllamaUp?.().catch(() => {});
+        }),
+      );
+    }
     if (opts.comfy) tasks.push(probeComfy(opts.comfy, opts.timeoutMs).then((r) => opts.report("comfy", r.up, r.detail)));
     await Promise.all(tasks);
   };

@@ -12,7 +12,8 @@
  *
  * Levels: debug < info < warn < error, plus `notice` — the few lines an operator wants from a
  * quiet service at the default level (LOGLEVEL=warn): an image job's summary, an upstream coming
- * up, a lease. It is written whenever warn is, labelled `INFO` (it is not a problem).
+ * up, a lease. It is written whenever warn is, labelled `NOTE` (`"level":"notice"` in JSON): not a
+ * problem, and not an `INFO` line that LOGLEVEL=warn seemed to promise away.
  *
  * Every line is written synchronously (fs.writeSync), so a line logged right before
  * process.exit() is never lost, on a pipe as well as in LOG_FILE.
@@ -81,7 +82,11 @@ const ANSI = {
   blue: "\x1b[34m",
   magenta: "\x1b[35m",
 } as const;
-const LEVEL_COLOR: Record<LogLevel, string> = {
+/** A line's label: a level, or `notice` (see Logger.notice). */
+type LineLevel = LogLevel | "notice";
+
+const LEVEL_COLOR: Record<LineLevel, string> = {
+  notice: ANSI.blue,
   debug: ANSI.magenta,
   info: ANSI.blue,
   warn: ANSI.yellow,
@@ -146,8 +151,8 @@ function oneLine(msg: string, color: boolean): string {
     .replace(color ? /[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f]/g : /[\x00-\x08\x0b-\x1f\x7f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }
 
-export function formatTextLine(time: Date, level: LogLevel, msg: string, fields: [string, unknown][], color: boolean): string {
-  const lvl = level.toUpperCase().padEnd(5);
+export function formatTextLine(time: Date, level: LineLevel, msg: string, fields: [string, unknown][], color: boolean): string {
+  const lvl = (level === "notice" ? "NOTE" : level.toUpperCase()).padEnd(5);
   const ts = time.toISOString();
   let line = color ? `${ANSI.gray}${ts}${ANSI.reset} ${LEVEL_COLOR[level]}${lvl}${ANSI.reset} ${oneLine(msg, true)}` : `${ts} ${lvl} ${oneLine(msg, false)}`;
   for (let [k, v] of fields) {
@@ -160,7 +165,7 @@ export function formatTextLine(time: Date, level: LogLevel, msg: string, fields:
   return line + "\n";
 }
 
-export function formatJsonLine(time: Date, level: LogLevel, msg: string, fields: [string, unknown][]): string {
+export function formatJsonLine(time: Date, level: LineLevel, msg: string, fields: [string, unknown][]): string {
   const obj: Record<string, unknown> = { time: time.toISOString(), level, msg };
   // A field named like a fixed key must not overwrite it: it is kept as "_time" etc.
   for (const [k, v] of fields) {
@@ -281,7 +286,7 @@ class ConsolaLogger implements Logger {
     const merged = fields ? { ...this.bindings, ...fields } : this.bindings;
     // Passed as a log object so consola keeps our fields next to the message untouched.
     // `args: []` keeps an empty message a log object rather than a stray argument.
-    this.core.consola[level]({ message: msg, args: [], fields: merged });
+    this.core.consola[level]({ message: msg, args: [], fields: merged, notice });
   }
 }
 
@@ -319,7 +324,7 @@ export function createLogger(opts: LoggerOptions): RootLogger {
 
   const reporter = {
     log(obj: LogObject) {
-      const level = obj.type === "fatal" ? "error" : (obj.type as LogLevel);
+      const level: LineLevel = obj.notice === true ? "notice" : obj.type === "fatal" ? "error" : (obj.type as LogLevel);
       const msg = typeof obj.args[0] === "string" ? obj.args[0] : String(obj.args[0] ?? "");
       const fields = normalizeFields((obj.fields as Fields | undefined) ?? {}, withStack);
       const time = now();

@@ -25,7 +25,8 @@ export class OllamaClient {
   readonly memory = new ModelMemory();
   /** What the Ollama last seen by /api/version does without a GPU (none until it answered). */
   abilities: OllamaAbilities = abilitiesOf(undefined);
-  readonly #psListeners = new Set<(models: readonly LoadedModel[]) => void>();
+  /** Shown every good /api/ps answer's `models` as Ollama sent them (the status page's resident models). */
+  onPs: ((models: unknown[]) => void) | undefined;
 
   constructor(
     readonly base: URL,
@@ -42,31 +43,33 @@ export class OllamaClient {
   }
 
   async ps(signal?: AbortSignal, timeoutMs = this.callTimeoutMs): Promise<LoadedModel[]> {
-    const { status, text } = await callJson(this.base, "/api/ps", { timeoutMs, signal });
-    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/ps");
-    const body = parseJson(text);
-    if (!isRecord(body) || !Array.isArray(body.models)) throw new UpstreamHttpError(status, text, "GET /api/ps answered without a models list");
-    const models = body.models.filter(isRecord).map((m) => ({
+    const raw = await this.look(timeoutMs, signal);
+    const models = raw.filter(isRecord).map((m) => ({
       name: String(m.name ?? m.model ?? ""),
       size: typeof m.size === "number" ? m.size : 0,
       sizeVram: typeof m.size_vram === "number" ? m.size_vram : 0,
       expiresAt: typeof m.expires_at === "string" ? m.expires_at : "",
     }));
     this.memory.listed(models.map((m) => m.name));
-    for (const l of this.#psListeners) {
-      try {
-        l(models);
-      } catch {
-        // A listener's failure (the status page's) must not fail an unload's /api/ps read.
-      }
-    }
     return models;
   }
 
-  /** Told of every good /api/ps answer, whoever asked for it; returns the unsubscribe. */
-  onPs(listener: (models: readonly LoadedModel[]) => void): () => void {
-    this.#psListeners.add(listener);
-    return () => void this.#psListeners.delete(listener);
+  /**
+   * /api/ps for the status page only: `onPs` hears it, the model memory does not. Read while chats
+   * run, an answer can be older than a chat that has just loaded its model, and the memory must not
+   * forget that model on its word (the blind unload relies on it).
+   */
+  async look(timeoutMs = this.callTimeoutMs, signal?: AbortSignal): Promise<unknown[]> {
+    const { status, text } = await callJson(this.base, "/api/ps", { timeoutMs, signal });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /api/ps");
+    const body = parseJson(text);
+    if (!isRecord(body) || !Array.isArray(body.models)) throw new UpstreamHttpError(status, text, "GET /api/ps answered without a models list");
+    try {
+      this.onPs?.(body.models);
+    } catch {
+      // A listener's failure (the status page's) must not fail an unload's /api/ps read.
+    }
+    return body.models;
   }
 
   /**

@@ -63,6 +63,8 @@ export interface LlmTracker<T = unknown> {
   named(t: T, model: string): void;
   /** The request runs as part of the image job now on the GPU (the nested listener). */
   nested(t: T): void;
+  /** The upstream refused the connection: the slot is given back until the next try. */
+  retrying?(t: T): void;
   end(t: T): void;
 }
 
@@ -107,6 +109,10 @@ export interface ListenerAppDeps {
   noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined;
   /** The nested listener: a slot in the image session running a job now, if there is one. */
   nested?: () => NestedSlot | undefined;
+  /** Whether the last health probe found this listener's upstream down (pass-through fails fast then). */
+  upstreamDown?: () => boolean;
+  /** Drops a client's connection without an error (the listener's server; see h1-pool.ts's cutClient). */
+  cutClient?: (req: Request) => void;
 }
 
 type Info = RequestInfo;
@@ -237,6 +243,9 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
     signal: req.signal,
     clientIp,
     retry: deps.retry,
+    // Open WebUI's model list must not hang for UPSTREAM_RETRY_TIMEOUT on an Ollama known to be down.
+    knownDown: deps.upstreamDown?.(),
+    cutClient: cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
   });
   const res = result.ok ? result.response : unreachable(deps, req, url, result.reason);
@@ -337,6 +346,7 @@ async function proxyLLM(
       retry: deps.retry,
       acquire,
       mark: info.nested ? NESTED_MARK : undefined,
+      cutClient: cutFor(deps, req),
       watchBody:
         scan &&
         ((c) => {
@@ -346,7 +356,10 @@ async function proxyLLM(
             bodyWatch?.sent(model);
           }
         }),
-      onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
+      onRetry: (n) => {
+        tracker?.retrying?.(tracked);
+        deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname });
+      },
       watch,
       onBody: readAhead,
     });
@@ -397,6 +410,11 @@ function inflated(b: Uint8Array): Uint8Array {
   const r = inflateZstd(b);
   if (!r.ok) throw new BodyRefused(r.status, r.message);
   return r.body;
+}
+
+function cutFor(deps: ListenerAppDeps, req: Request): (() => void) | undefined {
+  const cut = deps.cutClient;
+  return cut && (() => cut(req));
 }
 
 /** The hold, ending the request's entry in the status model when it is released. */

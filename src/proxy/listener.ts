@@ -16,6 +16,8 @@ export interface ListenerOptions {
   app: ListenerApp;
   wsConnectTimeoutMs: number;
   onWebsocket?: (r: { path: string; ok: boolean; reason?: string }) => void;
+  /** Shown ComfyUI's text frames on relayed websockets. */
+  observeWs?: (clientId: string | null, frame: string) => void;
 }
 
 export function startListener(opts: ListenerOptions): Server<RelayData> {
@@ -41,6 +43,7 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
           upstream: opts.upstream,
           clientIp,
           connectTimeoutMs: opts.wsConnectTimeoutMs,
+          observe: opts.observeWs,
         });
         opts.onWebsocket?.({ path, ok: r.ok, reason: r.ok ? undefined : r.reason });
         if (r.ok) return undefined;

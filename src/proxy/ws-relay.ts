@@ -24,6 +24,8 @@ export interface RelayOptions {
   clientIp: string | undefined;
   /** How long to wait for the upstream handshake. */
   connectTimeoutMs: number;
+  /** Shown each text frame ComfyUI sends, with the socket's `clientId` (the status page's progress). */
+  observe?: (clientId: string | null, frame: string) => void;
 }
 
 export type UpgradeResult = { ok: true } | { ok: false; status: number; reason: string };
@@ -47,8 +49,11 @@ export async function upgradeAndRelay(req: Request, server: Server<RelayData>, o
   upstream.binaryType = "arraybuffer";
   const data: RelayData = { upstream, early: [], client: undefined, clientClosed: false };
 
+  const observe = opts.observe;
+  const clientId = observe ? new URL(req.url).searchParams.get("clientId") : null;
   upstream.onmessage = (e: MessageEvent) => {
     const frame = e.data as string | ArrayBuffer;
+    if (observe && typeof frame === "string") observe(clientId, frame);
     if (data.client) data.client.send(frame);
     else data.early.push(frame);
   };

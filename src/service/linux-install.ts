@@ -190,6 +190,8 @@ export async function removeLinux(p: Platform, o: LinuxRemoveOptions = {}): Prom
   if (registered === LINUX_LAYOUT.binPath && (await p.unlink(at(LINUX_LAYOUT.binPath)))) {
     r.info(`binary: removed ${LINUX_LAYOUT.binPath}`);
   }
+  // Its folder goes too once nothing else is in it (a staged update would be).
+  if (await p.rmdirIfEmpty(at(LINUX_LAYOUT.binDir))) r.info(`folder: removed ${LINUX_LAYOUT.binDir}`);
   if ((await p.stat(at(LINUX_LAYOUT.configPath))) !== null) r.info(`config: kept ${LINUX_LAYOUT.configPath}`);
   return r.done();
 }

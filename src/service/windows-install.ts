@@ -317,6 +317,8 @@ export async function removeWindows(p: Platform, o: WindowsRemoveOptions = {}): 
       r.warn(`could not remove ${L.exePath} (${(e as Error).message}); delete it by hand once this exits`);
     }
   }
+  // The install folder goes once empty (a config kept in it keeps it).
+  if (await p.rmdirIfEmpty(L.installDir)) r.info(`folder: removed ${L.installDir}`);
   const kept = [L.configPath, L.dataDir];
   const present: string[] = [];
   for (const path of kept) if ((await p.stat(path)) !== null) present.push(path);

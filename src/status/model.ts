@@ -8,14 +8,23 @@
  */
 import type { ImageJobEvent, JobOutcome } from "../jobs/events.ts";
 import type { GpuState, LockEvent, LockSnapshot } from "../lock/index.ts";
+import { comfyJobNews, comfyMemory, residentModels, type ComfyMemory, type ResidentModel } from "./card.ts";
 import type { LeaseEvent, LeaseView } from "./steer.ts";
+import { waitReasons, type WaiterKey } from "./waiters.ts";
 
 export type UpstreamName = "ollama" | "comfy";
-export type ImagePhase = "unloading" | "queued" | "running" | "freeing";
+/**
+ * `waiting`: for the GPU; `retrying`: ComfyUI refused the connection, the GPU is given back until
+ * the next try (not a holder); `sending`: /prompt on its way; `queued`: in ComfyUI's queue;
+ * `running`: ComfyUI runs it.
+ */
+export type ImagePhase = "waiting" | "retrying" | "unloading" | "sending" | "queued" | "running" | "freeing";
 
 /** One LLM request the turnstile is holding or admitting. Mutable, owned by the model. */
 export class LlmRequest {
   waiting = true;
+  /** Between tries at an upstream that refused the connection: neither holding nor waiting. */
+  retrying = false;
   model: string | undefined = undefined;
   /** Served as part of the image job now on the GPU (the nested listener): listed under that job. */
   nested = false;
@@ -44,10 +53,36 @@ export interface ImageJobView {
   vram_reclaimed?: number;
   /** LLM requests the job's workflow made on the nested listener (LISTEN_OLLAMA_NESTED), while they run. */
   nested?: LlmRequestView[];
+  /** Epoch ms the job reached the turnstile. */
+  arrived?: number;
+  /** Who sent it: the client's address (shown to those who may see addresses) and its ComfyUI client_id. */
+  client?: string;
+  client_id?: string;
+  /** Epoch ms ComfyUI queued it (its /prompt answered) and began running it. */
+  queued_since?: number;
+  running_since?: number;
+  /** ms in ComfyUI's queue and running, once each is over. */
+  queue_ms?: number;
+  run_ms?: number;
+  /** Step x of y, from ComfyUI's `progress` frames where a client's /ws was relayed. */
+  progress?: { value: number; max: number };
+}
+
+/** Someone waiting for the card, and why. */
+export interface WaiterView {
+  kind: "llm" | "image" | "lease";
+  /** The LLM request's or image job's number; the lease holder's name for a lease. */
+  id: number | string;
+  /** Epoch ms it began waiting. */
+  since: number;
+  reason: string;
+  /** The estimate of when the card is free for it: the figure a busy answer's Retry-After gives. */
+  retry_after_s: number;
+  client?: string;
 }
 
 /** One LLM request as the status shows it. */
-export type LlmRequestView = { id: number; path: string; model: string | null; client?: string; age_ms: number; waiting: boolean; since: number };
+export type LlmRequestView = { id: number; path: string; model: string | null; client?: string; age_ms: number; waiting: boolean; retrying?: true; since: number };
 
 export interface RecentImageJob extends Omit<ImageJobView, "phase" | "phase_since"> {
   kind: "image_job";
@@ -76,12 +111,19 @@ export interface UpstreamView {
 /** What subscribers hear as it happens (the SSE event names). */
 export type StatusEvent =
   | { type: "state"; data: { state: GpuState; from: GpuState; since: number } }
-  | { type: "job"; data: ImageJobView | (RecentImageJob & { phase: "done" }) }
+  | { type: "job"; data: ImageJobView | (RecentImageJob & { phase: "done" }) | (Omit<ImageJobView, "phase"> & { phase: "left" }) }
   | { type: "upstream"; data: { name: UpstreamName } & UpstreamView }
   | { type: "lease"; data: LeaseEvent };
 
 export interface StatusDoc {
   version: string;
+  /** Ollama's resident models as its /api/ps last said (null until read), and when (epoch ms). */
+  models: ResidentModel[] | null;
+  models_at: number | null;
+  /** ComfyUI's memory as /system_stats last said (null until read), and when (epoch ms). */
+  comfy_memory: (ComfyMemory & { at: number }) | null;
+  /** Everyone waiting for the card, oldest first, each with its reason and estimate. */
+  waiting: WaiterView[];
   state: GpuState;
   state_since: string;
   /** Epoch ms of this document, so a page can age the `since` fields with its own clock. */
@@ -94,10 +136,16 @@ export interface StatusDoc {
   };
   image: {
     running: (ImageJobView & { age_ms: number }) | null;
-    /** Image jobs waiting for the GPU (not yet in a session). */
+    /** Jobs in ComfyUI's own queue (accepted, not yet running). */
     queued: number;
-    /** The image session: every job it holds, oldest first (the first is `running`); null when none. */
+    /** Image jobs waiting for the GPU (not yet in a session). */
+    waiting: number;
+    /** Image jobs between tries at a ComfyUI that refused the connection (not holding the GPU). */
+    retrying: number;
+    /** The image session: every job it holds, oldest first; null when none. */
     session: { jobs: (ImageJobView & { age_ms: number })[] } | null;
+    /** Every image job the turnstile has, waiting, retrying or holding, oldest first. */
+    jobs: (ImageJobView & { age_ms: number })[];
   };
   /** The GPU lease held by an outside program, if any. */
   lease: { id: string; holder: string; since: number; age_ms: number; expires_at: string; expires_in_ms: number } | null;
@@ -120,6 +168,10 @@ export interface StatusModelOptions {
   maxSpans?: number;
   /** Finished image jobs kept for `recent`. */
   maxRecent?: number;
+  /** Seconds a busy answer's Retry-After gives now: every waiter's estimate. */
+  retryAfterS?: () => number;
+  /** Leases asked for and not yet granted, oldest first (status/steer.ts). */
+  leaseQueue?: () => readonly { holder: string; by: string; since: number }[];
 }
 
 const HOUR_MS = 3_600_000;
@@ -142,6 +194,13 @@ export class StatusModel {
   readonly #recent: RecentImageJob[] = [];
   readonly #upstreams = new Map<UpstreamName, UpstreamView>();
   #lease: LeaseView | null = null;
+  readonly #retryAfterS: () => number;
+  readonly #leaseQueue: () => readonly { holder: string; by: string; since: number }[];
+  #models: ResidentModel[] | null = null;
+  #modelsAt: number | null = null;
+  #comfyMemory: StatusDoc["comfy_memory"] = null;
+  /** Jobs by prompt_id, for ComfyUI's websocket news. */
+  readonly #byPrompt = new Map<string, ImageJobView>();
 
   constructor(opts: StatusModelOptions) {
     this.#version = opts.version;
@@ -150,6 +209,8 @@ export class StatusModel {
     this.#historyMs = opts.historyMs ?? HOUR_MS;
     this.#maxSpans = opts.maxSpans ?? 4000;
     this.#maxRecent = opts.maxRecent ?? 20;
+    this.#retryAfterS = opts.retryAfterS ?? (() => 0);
+    this.#leaseQueue = opts.leaseQueue ?? (() => []);
     this.#spans = [{ state: "idle", from: this.#now() }];
     for (const u of opts.upstreams) this.#upstreams.set(u, { up: null, version: null });
   }
@@ -174,6 +235,13 @@ export class StatusModel {
 
   admitted(r: LlmRequest): void {
     r.waiting = false;
+    r.retrying = false;
+  }
+
+  /** The upstream refused the connection; the slot is given back until the next try. */
+  retrying(r: LlmRequest): void {
+    r.waiting = false;
+    r.retrying = true;
   }
 
   named(r: LlmRequest, model: string): void {
@@ -205,34 +273,58 @@ export class StatusModel {
 
   onJob(e: ImageJobEvent): void {
     // A session's end and an unstoppable job change no job's phase; the jobs' own events follow.
-    if (e.phase === "warmed" || e.phase === "warm_skipped" || e.phase === "retrying" || e.phase === "session_ended" || e.phase === "unstoppable") return;
+    if (e.phase === "warmed" || e.phase === "warm_skipped" || e.phase === "session_ended" || e.phase === "unstoppable") return;
     const at = this.#now();
     let job = this.#jobs.get(e.jobId);
     switch (e.phase) {
+      case "arrived":
+        job = { job: e.jobId, prompt_id: null, phase: "waiting", since: at, phase_since: at, waited_ms: 0, arrived: at };
+        if (e.client !== undefined) job.client = e.client;
+        this.#jobs.set(e.jobId, job);
+        break;
+      case "left":
+        if (!job) return;
+        this.#jobs.delete(e.jobId);
+        this.#emit({ type: "job", data: { ...withoutClient(job), phase: "left" } });
+        return;
       case "acquired":
         // A retry after ComfyUI refused the connection takes the GPU again: same job, new hold.
-        // A job that joined a running session skips the hand-over: it goes straight to ComfyUI's queue.
-        job = { job: e.jobId, prompt_id: null, phase: e.joined ? "queued" : "unloading", since: at, phase_since: at, waited_ms: e.waitedMs };
-        this.#jobs.set(e.jobId, job);
+        // A job that joined a running session skips the hand-over: it goes straight to ComfyUI.
+        if (!job) this.#jobs.set(e.jobId, (job = { job: e.jobId, prompt_id: null, phase: "waiting", since: at, phase_since: at, waited_ms: 0 }));
+        job.phase = e.joined ? "sending" : "unloading";
+        job.since = job.phase_since = at;
+        job.waited_ms += e.waitedMs;
+        break;
+      case "retrying":
+        if (!job) return;
+        job.phase = "retrying";
+        job.phase_since = at;
         break;
       case "unloaded":
         if (!job) return;
-        job.phase = "queued";
+        job.phase = "sending";
         job.phase_since = at;
         job.unload_ms = e.durationMs;
         break;
       case "forwarded":
         if (!job) return;
         job.forward_ms = e.durationMs;
+        if (e.clientId !== undefined) job.client_id = e.clientId;
         if (e.promptId) {
           job.prompt_id = e.promptId;
-          job.phase = "running";
-          job.phase_since = at;
+          this.#byPrompt.set(e.promptId, job);
+          job.phase = "queued";
+          job.phase_since = job.queued_since = at;
         }
+        break;
+      case "started":
+        if (!job || !this.#started(job, at)) return;
         break;
       case "finished":
         if (!job) return;
         job.phase = "freeing";
+        if (job.running_since !== undefined) job.run_ms = at - job.running_since;
+        else if (job.queued_since !== undefined) job.queue_ms = at - job.queued_since;
         job.phase_since = at;
         job.job_ms = e.durationMs;
         break;
@@ -244,15 +336,51 @@ export class StatusModel {
       case "released": {
         if (!job) return;
         this.#jobs.delete(e.jobId);
+        if (job.prompt_id !== null) this.#byPrompt.delete(job.prompt_id);
         const { phase: _p, phase_since: _s, ...rest } = job;
         const done: RecentImageJob = { kind: "image_job", ...rest, prompt_id: e.promptId ?? job.prompt_id, outcome: e.outcome, held_ms: e.heldMs, ended: at };
         this.#recent.push(done);
         if (this.#recent.length > this.#maxRecent) this.#recent.shift();
-            this.#emit({ type: "job", data: { ...done, phase: "done" } });
+        this.#emit({ type: "job", data: { ...withoutClient(done), phase: "done" } });
         return;
       }
     }
-    this.#emit({ type: "job", data: { ...job } });
+    this.#emit({ type: "job", data: withoutClient(job) });
+  }
+
+  /** The job leaves ComfyUI's queue for its run; false when it was not queued. */
+  #started(job: ImageJobView, at: number): boolean {
+    if (job.phase !== "queued") return false;
+    job.phase = "running";
+    job.phase_since = job.running_since = at;
+    if (job.queued_since !== undefined) job.queue_ms = at - job.queued_since;
+    return true;
+  }
+
+  /**
+   * A text frame ComfyUI sent on a relayed /ws: a prompt of ours started, or moved a step. The
+   * socket's clientId is the client_id of the prompts it hears about (ComfyUI sends a prompt's
+   * progress to the client that queued it). No event per step: `holders` carries it each tick.
+   */
+  onComfyFrame(clientId: string | null, frame: string): void {
+    const news = comfyJobNews(frame);
+    const job = news && this.#byPrompt.get(news.prompt_id);
+    if (!job) return;
+    if (clientId !== null && job.client_id === undefined) job.client_id = clientId;
+    if ("max" in news) job.progress = { value: news.value, max: news.max };
+    if (this.#started(job, this.#now())) this.#emit({ type: "job", data: withoutClient(job) });
+  }
+
+  /** Every good /api/ps answer. */
+  onModels(raw: readonly unknown[]): void {
+    this.#models = residentModels(raw);
+    this.#modelsAt = this.#now();
+  }
+
+  /** Every good /system_stats answer. */
+  onComfyStats(body: unknown): void {
+    const m = comfyMemory(body);
+    if (m) this.#comfyMemory = { ...m, at: this.#now() };
   }
 
   onUpstream(name: UpstreamName, up: boolean, detail: string): void {
@@ -269,7 +397,7 @@ export class StatusModel {
   snapshot(withClients: boolean): StatusDoc {
     const now = this.#now();
     this.#pruneSpans(now);
-    const { llm, image } = this.holders(withClients, now);
+    const { llm, image, waiting } = this.holders(withClients, now);
     const upstreams: StatusDoc["upstreams"] = {};
     for (const [name, v] of this.#upstreams) upstreams[name] = { ...v };
     return {
@@ -277,11 +405,15 @@ export class StatusModel {
       state: this.#state,
       state_since: new Date(this.#spans[this.#spans.length - 1]!.from).toISOString(),
       now,
+      models: this.#models && this.#models.map((m) => ({ ...m })),
+      models_at: this.#modelsAt,
+      comfy_memory: this.#comfyMemory && { ...this.#comfyMemory },
+      waiting,
       llm,
       image,
       lease: this.#leaseView(now),
       upstreams,
-      recent: this.#recent.map((r) => ({ ...r })),
+      recent: this.#recent.map((r) => (withClients ? { ...r } : withoutClient(r))),
       history: this.#spans.map((s) => ({ ...s })),
     };
   }
@@ -290,33 +422,58 @@ export class StatusModel {
    * Who holds the GPU and who waits. With `now`, ages are filled in; without, they are 0 and
    * only the `since` times tell them, so two calls compare equal while nothing changed.
    */
-  holders(withClients: boolean, now?: number): Pick<StatusDoc, "llm" | "image"> {
+  holders(withClients: boolean, now?: number): Pick<StatusDoc, "llm" | "image" | "waiting"> {
     const requests: StatusDoc["llm"]["requests"] = [];
     let nested: LlmRequestView[] | undefined;
-    let waiting = 0;
+    const waiters: { key: WaiterKey; view: Omit<WaiterView, "reason" | "retry_after_s"> }[] = [];
+    let inflight = 0;
     let oldestWait = 0;
     for (const r of this.#requests.values()) {
       const age = now === undefined ? 0 : now - r.since;
       if (r.waiting) {
-        waiting++;
         if (age > oldestWait) oldestWait = age;
-      }
+        const view: Omit<WaiterView, "reason" | "retry_after_s"> = { kind: "llm", id: r.id, since: r.since };
+        if (withClients && r.client !== undefined) view.client = r.client;
+        waiters.push({ key: { kind: "llm" }, view });
+      } else if (!r.retrying && !r.nested) inflight++;
       const view: StatusDoc["llm"]["requests"][number] = { id: r.id, path: r.path, model: r.model ?? null, age_ms: age, waiting: r.waiting, since: r.since };
+      if (r.retrying) view.retrying = true;
       if (withClients && r.client !== undefined) view.client = r.client;
       if (r.nested) (nested ??= []).push(view);
       else requests.push(view);
     }
-    const lock = this.#lock.snapshot();
-    const jobs = [...this.#jobs.values()].map((j) => ({ ...j, age_ms: now === undefined ? 0 : now - j.since }));
+    const jobs = [...this.#jobs.values()].map((j) => {
+      const { client, ...rest } = j;
+      const view: ImageJobView & { age_ms: number } = { ...rest, age_ms: now === undefined ? 0 : now - j.since };
+      if (withClients && client !== undefined) view.client = client;
+      return view;
+    });
+    const held = jobs.filter((j) => j.phase !== "waiting" && j.phase !== "retrying");
     // ComfyUI runs a session's jobs in the order they were queued: the oldest is the one running.
-    const running = jobs.find((j) => j.phase === "running") ?? jobs[0] ?? null;
+    const running = held.find((j) => j.phase === "running") ?? held[0] ?? null;
     if (nested) {
       if (running) running.nested = nested;
       else requests.push(...nested);
     }
+    for (const j of jobs) {
+      if (j.phase !== "waiting") continue;
+      const view: Omit<WaiterView, "reason" | "retry_after_s"> = { kind: "image", id: j.job, since: j.arrived ?? j.since };
+      if (j.client !== undefined) view.client = j.client;
+      waiters.push({ key: { kind: "image", job: j.job }, view });
+    }
+    for (const l of this.#leaseQueue()) {
+      const view: Omit<WaiterView, "reason" | "retry_after_s"> = { kind: "lease", id: l.holder, since: l.since };
+      if (withClients) view.client = l.by;
+      waiters.push({ key: { kind: "lease", holder: l.holder }, view });
+    }
+    waiters.sort((a, b) => a.view.since - b.view.since);
+    const reasons = waitReasons({ state: this.#state, llmHolding: inflight, imageJob: running?.job ?? null, lease: this.#lease?.holder ?? null }, waiters.map((w) => w.key));
+    const retryAfterS = waiters.length > 0 ? this.#retryAfterS() : 0;
+    const count = (phase: ImagePhase) => jobs.reduce((n, j) => n + (j.phase === phase ? 1 : 0), 0);
     return {
-      llm: { inflight: lock.llmInflight, waiting, oldest_wait_ms: oldestWait, requests },
-      image: { running, queued: lock.imageWaiting, session: jobs.length > 0 ? { jobs } : null },
+      llm: { inflight, waiting: waiters.reduce((n, w) => n + (w.key.kind === "llm" ? 1 : 0), 0), oldest_wait_ms: oldestWait, requests },
+      image: { running, queued: count("queued"), waiting: count("waiting"), retrying: count("retrying"), session: held.length > 0 ? { jobs: held } : null, jobs },
+      waiting: waiters.map((w, i) => ({ ...w.view, reason: reasons[i]!, retry_after_s: retryAfterS })),
     };
   }
 
@@ -350,4 +507,13 @@ export class StatusModel {
       }
     }
   }
+}
+
+/**
+ * A copy without the client's address. Events go to every reader alike, so they never carry it;
+ * those who may see addresses get them in the document and in `holders`.
+ */
+function withoutClient<T extends { client?: string }>(v: T): T {
+  const { client: _c, ...rest } = v;
+  return rest as T;
 }

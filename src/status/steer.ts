@@ -8,6 +8,7 @@
  * when its holder returns it, when its TTL passes without a renewal, or on a force-release.
  */
 import { vramReleased, type ComfyClient } from "../comfy/client.ts";
+import { formatDuration } from "../config/duration.ts";
 import { sleep } from "../http/backoff.ts";
 import { stopJob } from "../jobs/follow.ts";
 import type { Lease } from "../lock/index.ts";
@@ -43,7 +44,7 @@ export interface SteeringDeps {
   /** The LLM exchanges holding slots (the proxy's idle watches). */
   llm: { cutAll(err: Error): number };
   /** The image jobs being followed. */
-  jobs: { active(): Iterable<{ promptId?: string }> };
+  jobs: { active(): Iterable<{ promptId?: string }>; readonly interrupted?: Set<string> };
   comfy: ComfyClient | undefined;
   ollama: OllamaClient | undefined;
   settings: {
@@ -56,6 +57,8 @@ export interface SteeringDeps {
   };
   log: SteerLog;
   onLease: (e: LeaseEvent) => void;
+  /** Told of every force-release (the metrics count them). */
+  onForceRelease?: () => void;
   /** Wall clock, epoch ms. */
   now?: () => number;
 }
@@ -93,6 +96,8 @@ export class Steering {
   #held: Held | undefined;
   /** A lease whose card is being emptied: a force-release ends it before it is granted. */
   #preparing: AbortController | undefined;
+  /** Leases asked for and waiting for the lock, oldest first: a force-release ends them too. */
+  readonly #queued: { holder: string; by: string; since: number; cancel: AbortController }[] = [];
 
   constructor(deps: SteeringDeps) {
     this.#d = deps;
@@ -103,24 +108,34 @@ export class Steering {
     return this.#held ? { ...this.#held.view } : null;
   }
 
+  /** Leases waiting for the card, oldest first (the status page's waiters). */
+  waiting(): readonly { holder: string; by: string; since: number }[] {
+    return this.#queued;
+  }
+
   /**
    * Ends the current hold, whatever it is: a lease is revoked, LLM streams are cut (their slots
    * come back at once), running and queued image jobs are interrupted — each job then ends the
    * usual way, freeing ComfyUI before it hands the GPU on. The lock goes on to the next waiter.
    */
-  async release(by: string): Promise<{ lease: string | null; llm_cut: number; jobs_interrupted: string[] }> {
+  async release(by: string): Promise<{ lease: string | null; llm_cut: number; jobs_interrupted: string[]; leases_cancelled: number }> {
     this.#preparing?.abort();
+    this.#d.onForceRelease?.();
+    const queued = this.#queued.splice(0);
+    for (const q of queued) q.cancel.abort(new LeaseRefused(409, `gpu-turnstile: the GPU was force-released by ${by} while this lease waited for it`));
     const lease = this.#held ? this.#end("revoked", by) : null;
     const llmCut = this.#d.llm.cutAll(new ForceReleased(by));
     // A job's follow and its /free are tracked apart: one prompt id may show twice.
     const prompts = [...new Set([...this.#d.jobs.active()].flatMap((j) => (j.promptId ? [j.promptId] : [])))];
     const { comfy, settings } = this.#d;
+    for (const id of prompts) this.#d.jobs.interrupted?.add(id);
     if (comfy) {
       // As the watchdog stops a job: /interrupt (and out of the pending queue), then wait until gone.
       await Promise.all(prompts.map((id) => stopJob(comfy, id, undefined, { stopTimeoutMs: settings.freeTimeoutMs, pollMs: settings.pollMs })));
     }
-    this.#d.log.warn(`force-release by ${by}`, { client: by, lease, llm_cut: llmCut, jobs_interrupted: prompts });
-    return { lease, llm_cut: llmCut, jobs_interrupted: prompts };
+    // Plain values, so a log reader (and LOG_FORMAT=text) sees them as written.
+    this.#d.log.warn(`force-release by ${by}`, { client: by, lease: lease ?? "-", llm_cut: llmCut, jobs_interrupted: prompts.join(",") || "-", leases_cancelled: queued.length });
+    return { lease, llm_cut: llmCut, jobs_interrupted: prompts, leases_cancelled: queued.length };
   }
 
   /**
@@ -130,7 +145,17 @@ export class Steering {
   async take(holder: string, ttl: number | undefined, by: string, signal: AbortSignal): Promise<LeaseView> {
     const ttlMs = ttl ?? Math.min(DEFAULT_TTL_MS, this.#d.settings.maxTtlMs);
     this.#checkTtl(ttlMs);
-    const lock = await this.#d.lock.acquireLease(signal);
+    const entry = { holder, by, since: this.#now(), cancel: new AbortController() };
+    this.#queued.push(entry);
+    let lock: Lease;
+    try {
+      lock = await this.#d.lock.acquireLease(AbortSignal.any([signal, entry.cancel.signal]));
+    } catch (err) {
+      throw entry.cancel.signal.aborted ? entry.cancel.signal.reason : err;
+    } finally {
+      const i = this.#queued.indexOf(entry);
+      if (i >= 0) this.#queued.splice(i, 1);
+    }
     const preparing = (this.#preparing = new AbortController());
     try {
       const problem = await this.#emptyGpu();
@@ -186,7 +211,7 @@ export class Steering {
   #checkTtl(ttlMs: number): void {
     const max = this.#d.settings.maxTtlMs;
     if (!(ttlMs > 0)) throw new LeaseRefused(400, "gpu-turnstile: a lease needs a ttl above 0");
-    if (ttlMs > max) throw new LeaseRefused(400, `gpu-turnstile: ttl ${ttlMs} ms is above LEASE_MAX_TTL (${max} ms)`);
+    if (ttlMs > max) throw new LeaseRefused(400, `gpu-turnstile: ttl ${formatDuration(ttlMs)} is above LEASE_MAX_TTL (${formatDuration(max)})`);
   }
 
   #arm(id: string, ttlMs: number): ReturnType<typeof setTimeout> {

@@ -29,6 +29,11 @@ export interface PoolRequest {
   signal: AbortSignal;
   /** Told of every byte from the upstream and every write the client took (an LLM exchange's idle watch). */
   activity?: Activity;
+  /**
+   * Ends the client's connection without an error: Bun prints the stack of any error a response
+   * stream is closed with, which broke LOG_FORMAT=json. Without it the body is closed with the error.
+   */
+  cutClient?: () => void;
 }
 
 /** What a watcher of an exchange's bytes sees (http/idle-watch.ts). */
@@ -269,6 +274,7 @@ class Conn implements ResponseSink {
 
   exchange(r: PoolRequest): Promise<Response> {
     const ex = new Exchange(this, r.signal, r.activity ?? UNWATCHED);
+    ex.cutClient = r.cutClient;
     this.ex = ex;
     this.reader.expect(r.method === "HEAD");
     ex.send(r);
@@ -410,6 +416,7 @@ class Exchange implements Stoppable {
   private over = false;
   private requestSent = false;
   private readonly onAbort = () => this.abort();
+  cutClient: (() => void) | undefined;
 
   // Only the signal is kept: an open stream must not pin the request's headers and body.
   private readonly signal: AbortSignal;
@@ -620,6 +627,12 @@ class Exchange implements Stoppable {
 
   private closeBody(): void {
     const ctl = this.ctl!;
+    if (this.error && this.cutClient) {
+      // The stream stays open and unfed until the server drops the connection (then cancel());
+      // the client sees the answer cut, as with an error, and nothing is printed.
+      this.cutClient();
+      return;
+    }
     try {
       if (this.error) ctl.close(this.error);
       else ctl.close();

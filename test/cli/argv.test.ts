@@ -129,3 +129,33 @@ describe("usage errors", () => {
     expect(() => normalizeArgv(["demo", "--config", "x"])).toThrow(expect.objectContaining({ command: "demo" }));
   });
 });
+
+describe("install-service --no-copy as citty really parses it (issue 21: it was ignored in every spelling)", () => {
+  const parsed = async (argv: string[]) => {
+    const { parseArgs } = await import("citty");
+    const { installServiceArgs, noCopyFrom } = await import("../../src/cli/index.ts");
+    const n = normalizeArgv(argv);
+    expect(n.command).toBe("install-service");
+    return noCopyFrom(parseArgs(n.args, installServiceArgs));
+  };
+  test.each([
+    [["--install-service", "--no-copy"]],
+    [["--install-service", "-no-copy"]],
+    [["install-service", "--no-copy", "--config", "x.env"]],
+    [["service", "install", "-no-copy", "-config", "x.env"]],
+    [["--install-service", "--no-copy=true"]],
+    [["-config", "x.env", "--install-service", "--no-copy"]],
+  ])("%p is no-copy", async (argv) => {
+    expect(await parsed(argv)).toBe(true);
+  });
+  test.each([[["--install-service"]], [["install-service", "--config", "x.env"]], [["--install-service", "--no-copy=false"]]])("%p copies", async (argv) => {
+    expect(await parsed(argv)).toBe(false);
+  });
+  test("a switch given a value it cannot mean is refused", () => {
+    expect(() => normalizeArgv(["--install-service", "--no-copy=maybe"])).toThrow(/"--no-copy" is a switch/);
+  });
+});
+
+test("lease with its command but no -- says where the command goes", () => {
+  expect(() => normalizeArgv(["lease", "sleep", "1"])).toThrow('put the command after "--", as in gpu-turnstile lease -- sleep 1');
+});

@@ -4,6 +4,9 @@
  * that cannot be had leaves the command unrun.
  */
 import { afterEach, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { normalizeArgv } from "../../src/cli/argv.ts";
 import { leaseCommand, releaseCommand } from "../../src/cli/lease.ts";
 import { statusCommand } from "../../src/cli/status.ts";
@@ -17,6 +20,17 @@ afterEach(async () => {
 });
 
 const env = { OLLAMA_URL: "http://127.0.0.1:1" };
+
+/** A path a leased shell script touches once its traps are set (then a signal finds them). */
+const dirs: string[] = [];
+function readyFile(): string {
+  const dir = mkdtempSync(join(tmpdir(), "lease-"));
+  dirs.push(dir);
+  return join(dir, "ready");
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
 
 test("the command after -- is the leased program's, its own flags included", () => {
   expect(normalizeArgv(["lease", "--ttl", "5m", "--", "nvidia-smi", "--help", "status"])).toMatchObject({
@@ -52,7 +66,8 @@ test("a lease that cannot be had says why and does not run the command", async (
   let said = "";
   const code = await leaseCommand({ url: stack.t.ollamaUrl, ttl: "2h", command: ["sh", "-c", "exit 0"], env, err: (s) => (said += s) });
   expect(code).toBe(1);
-  expect(said).toContain("LEASE_MAX_TTL");
+  // In the Go durations the TTL was given in, not milliseconds.
+  expect(said).toContain("ttl 2h0m0s is above LEASE_MAX_TTL (1m0s)");
   expect(said).toContain("the command was not run");
 });
 
@@ -91,3 +106,40 @@ test("Ctrl-C on gpu-turnstile lease goes to the command; the lease is given back
   expect(t.lock.state).toBe("idle");
   await reading;
 }, 20_000);
+
+/** `lease -- sh -c …` whose script sets `trap` for SIGTERM; resolves once the trap is set. */
+async function leasedScript(t: Stack["t"], trap: string, extra: Partial<Parameters<typeof leaseCommand>[0]> = {}) {
+  const out = { said: "" };
+  const ready = readyFile();
+  const script = `trap '${trap}' TERM; touch ${ready}; while :; do sleep 0.05; done`;
+  const exit = leaseCommand({ url: t.ollamaUrl, command: ["sh", "-c", script], env, err: (s) => (out.said += s), ...extra });
+  await until(() => existsSync(ready), "the command running under its lease");
+  return { exit, out };
+}
+
+test("a revoked lease stops its command at once (not at the next renewal an hour away) and the exit says so", async () => {
+  stack = await startStack();
+  // The command stops cleanly on SIGTERM (exit 0): the lease's end still makes the exit non-zero.
+  // Renewals are an hour apart (ttl 3h): only the event stream can tell it within the test's time.
+  const { exit, out } = await leasedScript(stack.t, "exit 0", { ttl: "3h" });
+  expect(await releaseCommand({ url: stack.t.ollamaUrl, out: () => {} })).toBe(0);
+  expect(await exit).toBe(1);
+  expect(out.said).toContain("the lease has ended (revoked by 127.0.0.1); stopping sh (SIGTERM, SIGKILL after 10s)");
+}, 15_000);
+
+test("a command that ignores SIGTERM is killed after the grace period", async () => {
+  stack = await startStack();
+  const { exit } = await leasedScript(stack.t, "", { killGraceMs: 300 });
+  await releaseCommand({ url: stack.t.ollamaUrl, out: () => {} });
+  expect(await exit).toBe(128 + 9);
+});
+
+test("a command that does not exist is found out before the card is emptied", async () => {
+  stack = await startStack();
+  const { t } = stack;
+  let said = "";
+  expect(await leaseCommand({ url: t.ollamaUrl, command: ["no-such-command-here"], env, err: (s) => (said += s) })).toBe(127);
+  expect(said).toContain("no such command: no-such-command-here; the GPU was not leased");
+  expect(stack.ollama!.calls.filter((c) => c.path === "/api/ps")).toEqual([]);
+  expect(t.status.snapshot(false).history.map((h) => h.state)).toEqual(["idle"]);
+});

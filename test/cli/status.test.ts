@@ -1,13 +1,29 @@
 import { afterEach, expect, test } from "bun:test";
-import { instanceUrl, statusCommand } from "../../src/cli/status.ts";
+import { instanceUrl, renderStatus, statusCommand } from "../../src/cli/status.ts";
+import type { StatusDoc } from "../../src/status/model.ts";
+import { startTestTurnstile, type TestTurnstile } from "../support/turnstile.ts";
 import { normalizeArgv } from "../../src/cli/argv.ts";
 import { newPromptId, promptBody, startStack, submit, until, type Stack } from "../e2e/jobs/helpers.ts";
 
 let stack: Stack | undefined;
+let again: TestTurnstile | undefined;
 afterEach(async () => {
+  await again?.close();
   await stack?.stop();
-  stack = undefined;
+  stack = again = undefined;
 });
+
+/** Runs `f` with stderr captured. */
+async function stderrOf<T>(f: () => Promise<T>): Promise<{ value: T; err: string }> {
+  const err: string[] = [];
+  const write = process.stderr.write;
+  process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
+  try {
+    return { value: await f(), err: err.join("") };
+  } finally {
+    process.stderr.write = write;
+  }
+}
 
 test("the instance is found from LISTEN_*: the Ollama listener, else ComfyUI's, wildcards become loopback", () => {
   expect(instanceUrl({ ollamaUrl: "http://x:11435", listenOllama: ":11434", listenComfy: ":8188" })).toBe("http://127.0.0.1:11434");
@@ -43,18 +59,73 @@ test("status, --json and --watch against a running turnstile", async () => {
   expect(await watching).toBe(0);
 }, 15_000);
 
-test("status with nothing listening says so", async () => {
-  const err: string[] = [];
-  const write = process.stderr.write;
-  process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
-  try {
-    expect(await statusCommand({ url: "http://127.0.0.1:1", json: false, watch: false, env: { OLLAMA_URL: "http://127.0.0.1:1" } })).toBe(1);
-  } finally {
-    process.stderr.write = write;
+test("status with nothing listening says so, --watch too (at once: nothing was ever there to wait for)", async () => {
+  for (const watch of [false, true]) {
+    const { value, err } = await stderrOf(() => statusCommand({ url: "http://127.0.0.1:1", json: false, watch, env: { OLLAMA_URL: "http://127.0.0.1:1" } }));
+    expect(value).toBe(1);
+    expect(err).toContain("no turnstile answers at http://127.0.0.1:1");
   }
-  expect(err.join("")).toContain("no turnstile answers at http://127.0.0.1:1");
 });
 
 test("status accepts its flags", () => {
   expect(normalizeArgv(["status", "--json", "--watch", "--url", "http://h:1"])).toEqual({ command: "status", args: ["--json", "--watch", "--url", "http://h:1"], help: false, named: true });
+});
+
+test("status --watch rides out a turnstile restart like the page: no exit, one line lost, one back, nothing printed twice", async () => {
+  stack = await startStack({ comfy: false });
+  const { t } = stack;
+  const port = new URL(t.ollamaUrl).port;
+  const stop = new AbortController();
+  let watched = "";
+  const err: string[] = [];
+  const write = process.stderr.write;
+  process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
+  try {
+    const watching = statusCommand({ url: t.ollamaUrl, json: false, watch: true, env: {}, out: (s) => (watched += s), signal: stop.signal });
+    await until(() => watched.includes("GPU: idle"), "the first snapshot");
+    await t.close();
+    await until(() => err.join("").includes("lost the event stream"), "the loss said");
+    again = startTestTurnstile({ OLLAMA_URL: stack.ollama!.url, COMFY_URL: "", LISTEN_OLLAMA: `127.0.0.1:${port}` });
+    await until(() => watched.includes("back: GPU idle"), "the stream back", 10_000);
+    stop.abort();
+    expect(await watching).toBe(0);
+  } finally {
+    process.stderr.write = write;
+  }
+  expect(watched.match(/GPU: idle for/g)).toHaveLength(1);
+  expect(err.join("").match(/lost the event stream/g)).toHaveLength(1);
+  const lines = watched.trim().split("\n").map((l) => l.replace(/^\d\d:\d\d:\d\d /, ""));
+  expect(lines.filter((l, i) => l.startsWith("llm ") && l === lines[i - 1])).toEqual([]);
+}, 20_000);
+
+test("status --url without a scheme gets the config's hint", async () => {
+  const { value, err } = await stderrOf(() => statusCommand({ url: "127.0.0.1:11434", json: false, watch: false, env: {} }));
+  expect(value).toBe(1);
+  expect(err).toContain('--url: expected an absolute http:// or https:// URL (did you mean "http://127.0.0.1:11434"?)');
+});
+
+test("status shows every job with its queue time apart from its run, every waiter with its reason, and the card", () => {
+  const now = 1_000_000;
+  const job = { job: 2, prompt_id: "p-2", phase: "running" as const, since: now - 9000, phase_since: now - 2000, waited_ms: 40, queued_since: now - 8000, running_since: now - 2000, queue_ms: 6000, progress: { value: 7, max: 20 }, client: "10.0.0.9", client_id: "tab-1", age_ms: 9000 };
+  const doc = {
+    version: "v1",
+    state: "image",
+    state_since: new Date(now - 9000).toISOString(),
+    now,
+    models: [{ name: "llama3.2:latest", size: 4 * 2 ** 30, size_vram: 3 * 2 ** 30, expires_at: new Date(now + 240_000).toISOString() }],
+    models_at: now - 1000,
+    comfy_memory: { used: 6 * 2 ** 30, total: 24 * 2 ** 30, torch_reserved: 5 * 2 ** 30, at: now },
+    waiting: [{ kind: "llm", id: 9, since: now - 3000, reason: "behind image job 2", retry_after_s: 12, client: "10.0.0.5" }],
+    llm: { inflight: 0, waiting: 1, oldest_wait_ms: 3000, requests: [] },
+    image: { running: job, queued: 0, waiting: 0, retrying: 0, session: { jobs: [job] }, jobs: [job] },
+    lease: null,
+    upstreams: {},
+    recent: [],
+    history: [],
+  } as unknown as StatusDoc;
+  const text = renderStatus(doc);
+  expect(text).toContain("image: job 2 prompt p-2 running, step 7 of 20, waited 40ms, in ComfyUI's queue 6.0s, running 2.0s, from 10.0.0.9 client_id tab-1");
+  expect(text).toContain("waiting: chat 9 behind image job 2, for 3.0s, estimate 12s, from 10.0.0.5");
+  expect(text).toContain("  llama3.2:latest  4.0 GiB  25%/75% CPU/GPU  until 4m00s from now");
+  expect(text).toContain("comfy memory: 6.0 GiB of 24.0 GiB in use (torch 5.0 GiB)");
 });

@@ -443,6 +443,9 @@ describe("describeConfig", () => {
   test("a config error also names the misspelled key that caused it, with its line", () => {
     const err = configError(() => load({ files: { [BESIDE]: "# mine\nOLAMA_URL=http://127.0.0.1:11435\n" } }));
     expect(err.problems).toContain(`${BESIDE}:2: unknown setting OLAMA_URL ignored (did you mean OLLAMA_URL?)`);
+    // The hint comes before the fatal error it explains.
+    expect(err.message).toBe(`config error: ${BESIDE}:2: unknown setting OLAMA_URL ignored (did you mean OLLAMA_URL?)`);
+    expect(err.problems[1]).toContain("OLLAMA_URL");
   });
 
   test("a URL written without its scheme or with a space in the password is masked in the error too", () => {

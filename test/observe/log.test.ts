@@ -283,12 +283,15 @@ describe("units: *_ms and *_bytes", () => {
 });
 
 describe("notice", () => {
-  test("shown at the default level (warn) and above, labelled INFO; not at error", () => {
+  test("shown at the default level (warn) and above, labelled NOTE (notice in JSON), not INFO; not at error", () => {
     for (const level of ["debug", "info", "warn"] as const) {
       const { logger, lines } = capture({ level });
       logger.notice("image job 1 completed", { job: 1 });
-      expect(lines).toEqual(["2026-12-02T16:01:29.123Z INFO  image job 1 completed job=1\n"]);
+      expect(lines).toEqual(["2026-12-02T16:01:29.123Z NOTE  image job 1 completed job=1\n"]);
     }
+    const json = capture({ level: "warn", format: "json" });
+    json.logger.notice("image job 1 completed");
+    expect(JSON.parse(json.lines[0]!)).toMatchObject({ level: "notice", msg: "image job 1 completed" });
     const quiet = capture({ level: "error" });
     quiet.logger.notice("image job 1 completed");
     expect(quiet.lines).toEqual([]);
@@ -302,7 +305,7 @@ describe("notice", () => {
     } finally {
       setLogger(prev);
     }
-    expect(lines).toEqual(["2026-12-02T16:01:29.123Z INFO  n job=2\n"]);
+    expect(lines).toEqual(["2026-12-02T16:01:29.123Z NOTE  n job=2\n"]);
   });
 });
 

@@ -224,6 +224,9 @@ describe("installLinux against a temporary root", () => {
     ]);
     expect(existsSync(host(LINUX_LAYOUT.unitPath))).toBe(false);
     expect(existsSync(host(LINUX_LAYOUT.binPath))).toBe(false);
+    // Its folder, left empty, goes too.
+    expect(existsSync(host(LINUX_LAYOUT.binDir))).toBe(false);
+    expect(text(out)).toContain(`folder: removed ${LINUX_LAYOUT.binDir}`);
     expect(existsSync(host(LINUX_LAYOUT.configPath))).toBe(true);
     expect(text(out)).toContain("kept /etc/gpu-turnstile.env");
 

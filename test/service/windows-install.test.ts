@@ -251,6 +251,19 @@ describe("removeWindows", () => {
     expect(formatLines(out.lines)).toContain("not installed");
   });
 
+  test("the install folder goes once empty; a config kept in it keeps it", async () => {
+    const m = machine();
+    await installed(m);
+    await m.p.unlink(L.configPath);
+    const out = await removeWindows(m.p);
+    expect(m.p.exists(L.installDir)).toBe(false);
+    expect(formatLines(out.lines)).toContain("folder: removed C:\\Program Files\\gpu-turnstile");
+    const kept = machine();
+    await installed(kept);
+    await removeWindows(kept.p);
+    expect(kept.p.exists(L.installDir)).toBe(true);
+  });
+
   test("a --no-copy registration leaves the user's exe alone", async () => {
     const m = machine();
     const out1 = await installWindows(m.p, { ...opts, noCopy: true });

@@ -35,10 +35,10 @@ test("at the default level: upstreams up, one summary per image job with its tim
 
   const lines = s.t.logLines.map((l) => l.replace(/^\S+ /, "")); // drop the timestamp
   const summary = new RegExp(
-    `^INFO  image job (\\d+) completed; GPU released job=\\1 prompt_id=${id} outcome=completed wait=\\S+ unload=\\S+ job=\\S+ free=\\S+ held=\\S+\\n$`,
+    `^NOTE  image job (\\d+) completed; GPU released job=\\1 prompt_id=${id} outcome=completed wait=\\S+ unload=\\S+ job=\\S+ free=\\S+ held=\\S+\\n$`,
   );
   expect(lines.filter((l) => summary.test(l))).toHaveLength(1);
-  expect(lines.filter((l) => /^INFO  (ollama|comfy) is up version=/.test(l))).toHaveLength(2);
+  expect(lines.filter((l) => /^NOTE  (ollama|comfy) is up version=/.test(l))).toHaveLength(2);
   // A quiet service: nothing else, neither the chat nor the job's phases.
   expect(lines.filter((l) => !summary.test(l) && !/ is up /.test(l))).toEqual([]);
 });
@@ -50,7 +50,7 @@ test("LOG_FORMAT=json: the summary's durations are numbers in ms", async () => {
   const objects = s.t.logLines.map((l) => JSON.parse(l) as Record<string, unknown>);
   const summary = objects.filter((o) => o.prompt_id === id);
   expect(summary).toHaveLength(1);
-  expect(summary[0]).toMatchObject({ level: "info", outcome: "completed" });
+  expect(summary[0]).toMatchObject({ level: "notice", outcome: "completed" });
   for (const k of ["wait_ms", "unload_ms", "job_ms", "free_ms", "held_ms"]) expect(typeof summary[0]![k]).toBe("number");
   // The simulated job runs 40 ms: the job time is in ms, not seconds.
   expect(summary[0]!.job_ms as number).toBeGreaterThanOrEqual(40);

@@ -51,8 +51,11 @@ function announcedDelays(stack: Stack, match: string): number[] {
 
 describe("connection refused: retried with backoff until the upstream is back", () => {
   test("a GET succeeds once Ollama listens again; the backoff doubles from 20 ms and caps at 80 ms", async () => {
-    const dead = await deadOllama();
-    s = await startStack({ ollama: false, env: { ...BACKOFF, OLLAMA_URL: dead.url } });
+    // Down since its last good probe (a pass-through request to one the probe already finds down
+    // gets its 502 at once: healthz-upstreams.test.ts).
+    s = await startStack({ env: BACKOFF });
+    const dead = { port: s.ollama!.port };
+    await s.ollama!.stop();
     const pending = fetch(`${s.t.ollamaUrl}/api/tags`);
     await until(() => warnLines(s!.t, "ollama upstream unavailable").length >= 5, "five backoff rounds");
     const back = await startOllamaSim({ ...FAST_OLLAMA, port: dead.port });

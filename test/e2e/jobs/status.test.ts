@@ -51,12 +51,19 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   // 2. An image job waits for it; 3. a second chat waits behind the image.
   const p1 = newPromptId();
   const job1 = submit(t, promptBody(p1));
-  await until(async () => (await status(t.comfyUrl)).image.queued === 1, "the image waiting");
+  await until(async () => (await status(t.comfyUrl)).image.waiting === 1, "the image waiting");
+  s = await status(t.ollamaUrl);
+  expect(s.image.jobs).toEqual([expect.objectContaining({ phase: "waiting", client: "127.0.0.1" })]);
+  expect(s.waiting).toEqual([expect.objectContaining({ kind: "image", reason: "draining chats (1 in flight)", retry_after_s: expect.any(Number) })]);
   const chat2 = postJson(`${t.ollamaUrl}/api/chat`, { model: "qwen2.5:7b", stream: false, messages: [{ role: "user", content: "hi" }] });
   await until(async () => (await status(t.ollamaUrl)).llm.waiting === 1, "the second chat waiting");
   s = await status(t.ollamaUrl);
   expect(s.state).toBe("llm");
   expect(s.llm.requests.find((r) => r.waiting)).toMatchObject({ model: "qwen2.5:7b" });
+  expect(s.waiting.map((w) => [w.kind, w.reason])).toEqual([
+    ["image", "draining chats (1 in flight)"],
+    ["llm", `behind image job ${s.image.jobs[0]!.job} (waiting too)`],
+  ]);
   expect(s.llm.oldest_wait_ms).toBeGreaterThanOrEqual(0);
   await (await chat).text();
 
@@ -80,7 +87,16 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   await until(async () => (await status(t.comfyUrl)).state === "idle", "back to idle");
   s = await status(t.comfyUrl);
   expect(s.llm).toEqual({ inflight: 0, waiting: 0, oldest_wait_ms: 0, requests: [] });
-  expect(s.image).toEqual({ running: null, queued: 0, session: null });
+  expect(s.image).toEqual({ running: null, queued: 0, waiting: 0, retrying: 0, session: null, jobs: [] });
+  expect(s.waiting).toEqual([]);
+  // The image job's unload read /api/ps until it was empty; its /free read /system_stats. The
+  // chat that waited then loaded its model, and the hand-off's offload check read /api/ps again.
+  await until(async () => (await status(t.comfyUrl)).models?.map((m) => m.name).join() === "qwen2.5:7b", "the chat's model listed");
+  s = await status(t.comfyUrl);
+  expect(s.models![0]).toMatchObject({ name: "qwen2.5:7b", size_vram: s.models![0]!.size });
+  expect(s.models_at).toBeGreaterThan(0);
+  expect(s.comfy_memory!.total).toBeGreaterThan(0);
+  expect(s.comfy_memory!.used).toBeGreaterThanOrEqual(0);
   expect(s.recent.map((r) => [r.prompt_id, r.outcome])).toEqual([
     [p1, "completed"],
     [p2, "completed"],
@@ -96,9 +112,9 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   expect(states.slice(0, 2)).toEqual(["llm", "image"]);
   expect(states.at(-1)).toBe("idle");
   const phases = (p: string) => events.filter((e) => e.event === "job" && e.data.prompt_id === p).map((e) => e.data.phase);
-  expect(phases(p1)).toEqual(["running", "freeing", "done"]);
+  expect(phases(p1)).toEqual(["queued", "running", "freeing", "done"]);
   const job1Events = events.filter((e) => e.event === "job" && e.data.job === events.find((x) => x.event === "job" && x.data.prompt_id === p1)!.data.job);
-  expect(job1Events.map((e) => e.data.phase)).toEqual(["unloading", "queued", "running", "freeing", "done"]);
+  expect(job1Events.map((e) => e.data.phase)).toEqual(["waiting", "unloading", "sending", "queued", "running", "freeing", "done"]);
   expect(events.some((e) => e.event === "holders" && e.data.llm.waiting === 1)).toBe(true);
   stopReading.abort();
   await reading;
@@ -160,4 +176,19 @@ test("a chat that is refused, or whose client leaves mid-stream, leaves no entry
   expect(refused.status).toBe(503);
   expect((await status(t.ollamaUrl)).llm.requests).toEqual([]);
   await (await job).text();
+});
+
+test("a chat only retrying a dead Ollama is shown as retrying: neither holding the GPU nor waiting for it", async () => {
+  stack = await startStack({ comfy: false, env: { UPSTREAM_RETRY_TIMEOUT: "10s", BACKOFF_INITIAL: "50ms", BACKOFF_MAX: "100ms" } });
+  const { t } = stack;
+  await stack.ollama!.stop();
+  const gone = new AbortController();
+  const chat = postJson(`${t.ollamaUrl}/api/chat`, { model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] }, gone.signal).catch(() => undefined);
+  await until(async () => (await status(t.ollamaUrl)).llm.requests.some((r) => r.retrying), "the chat retrying");
+  const s = await status(t.ollamaUrl);
+  expect(s.llm).toMatchObject({ inflight: 0, waiting: 0 });
+  expect(s.waiting).toEqual([]);
+  expect(s.state).toBe("idle");
+  gone.abort();
+  await chat;
 });

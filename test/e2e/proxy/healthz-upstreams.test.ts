@@ -58,3 +58,25 @@ test("ComfyUI down from the start, Ollama not configured: both listeners' view i
   await both.probed;
   for (const base of [both.ollamaUrl, both.comfyUrl]) expect((await healthz(base)).upstreams).toEqual({ ollama: "up", comfy: "down" });
 });
+
+test("a pass-through request to an upstream the probe finds down gets a 502 after one try; one that only just went down is retried", async () => {
+  const ollama = await startOllamaSim();
+  const t = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: "", UPSTREAM_RETRY_TIMEOUT: "400ms", BACKOFF_INITIAL: "20ms", BACKOFF_MAX: "40ms", HEALTH_INTERVAL: "0" });
+  await t.probed;
+  const retries = () => t.metrics.upstreamRetries.get({ upstream: "ollama" });
+  // Down since the last probe (which said up): the retries are kept for it.
+  await ollama.stop();
+  let res = await fetch(`${t.ollamaUrl}/api/tags`);
+  expect(res.status).toBe(502);
+  expect(retries()).toBeGreaterThan(0);
+  expect(((await res.json()) as { error: string }).error).toContain("gave up after UPSTREAM_RETRY_TIMEOUT");
+
+  // Once a probe has found it down, Open WebUI's model list is answered at once, in Ollama's dialect.
+  const probe = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: "", UPSTREAM_RETRY_TIMEOUT: "1h", HEALTH_INTERVAL: "0" });
+  await probe.probed;
+  expect((await healthz(probe.ollamaUrl)).upstreams.ollama).toBe("down");
+  res = await fetch(`${probe.ollamaUrl}/api/tags`);
+  expect(res.status).toBe(502);
+  expect(((await res.json()) as { error: string }).error).toContain("not retried: the health probe finds it down");
+  expect(probe.metrics.upstreamRetries.get({ upstream: "ollama" })).toBe(0);
+});

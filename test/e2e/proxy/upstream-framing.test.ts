@@ -5,7 +5,10 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import type { Socket, TCPSocketListener } from "bun";
+import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
 
 interface Conn {
@@ -155,7 +158,9 @@ describe("chunked framing", () => {
     const before = closed;
     // With the LF taken as part of the extension, "hello" vanished and the last-chunk became data.
     answers.set("/api/tags", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a\nhello\r\n0\r\n\r\n");
-    const r = await rawGet("/api/tags");
+    // The client's connection is dropped by Bun's request timeout (no error is printed that way),
+    // which fires on Bun's timer tick: within a few seconds.
+    const r = await rawGet("/api/tags", "", 10_000);
     expect(r.closed).toBe(true);
     // The head may have gone out; the body never ends cleanly and never carries the wrong bytes.
     expect(r.rest.toString("latin1")).not.toContain("0\r\n\r\n");
@@ -219,3 +224,48 @@ describe("connection reuse", () => {
     expect(opened).toBe(before + 1);
   });
 });
+
+test("LOG_FORMAT=json: an upstream that breaks its framing leaves only JSON lines on stderr, no Bun stack dump", async () => {
+  const cwd = mkdtempSync(join(tmpdir(), "turnstile-json-"));
+  const free = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = free.port;
+  free.stop(true);
+  const main = join(import.meta.dir, "../../../src/main.ts");
+  const p = Bun.spawn([process.execPath, main], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AUTO_UPDATE: "false", NO_COLOR: "1", OLLAMA_URL: `http://127.0.0.1:${upstream.port}`, LISTEN_OLLAMA: `127.0.0.1:${port}`, LOG_FORMAT: "json", LOGLEVEL: "info" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let err = "";
+  const reading = (async () => {
+    for await (const chunk of p.stderr.pipeThrough(new TextDecoderStream())) err += chunk;
+  })();
+  try {
+    await until(() => err.includes("listener ready"), "the listener ready", 10_000);
+    answers.set("/api/broken", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a\nhello\r\n0\r\n\r\n");
+    const got = await fetch(`http://127.0.0.1:${port}/api/broken`).then(
+      (r) => r.text(),
+      () => "cut",
+    ).catch(() => "cut");
+    expect(got).toBe("cut");
+    await until(() => err.includes("bad byte"), "the cut logged", 10_000);
+  } finally {
+    p.kill("SIGTERM");
+    await p.exited;
+    await reading;
+    rmSync(cwd, { recursive: true, force: true });
+  }
+  const lines = err.split("\n").filter((l) => l.trim() !== "");
+  expect(lines.length).toBeGreaterThan(3);
+  expect(lines.filter((l) => !isJson(l))).toEqual([]);
+}, 30_000);
+
+function isJson(line: string): boolean {
+  try {
+    JSON.parse(line);
+    return true;
+  } catch {
+    return false;
+  }
+}
