@@ -12,6 +12,9 @@ import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
+import { Nudges } from "./jobs/nudge.ts";
+import { PromptIds } from "./jobs/prompt-ids.ts";
+import { SharedQueue } from "./jobs/queue-share.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
@@ -23,6 +26,7 @@ import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
+import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
@@ -211,6 +215,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)),
     opts.onJobEvent,
   );
+  // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
+  const nudges = new Nudges();
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e })),
@@ -218,6 +224,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     ollama,
     tracker,
     emit: emitJob,
+    promptIds: new PromptIds(),
+    queue: new SharedQueue(comfy),
+    nudges,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
@@ -274,7 +283,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy ? () => llmBodyWatch(ollama) : undefined;
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody });
-    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
+    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     throw err;

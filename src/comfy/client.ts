@@ -5,7 +5,8 @@
  */
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
 
-export type JobEnd = "success" | "error";
+/** How ComfyUI says a job ended: an interrupted or cancelled one is `cancelled` (C8's mapping). */
+export type JobEnd = "success" | "error" | "cancelled";
 
 export interface QueueView {
   running: string[];
@@ -54,8 +55,11 @@ export class ComfyClient {
     const entry = isRecord(body) ? body[promptId] : undefined;
     if (!isRecord(entry) || !isRecord(entry.status)) return undefined;
     if (entry.status.completed === true) return "success";
-    if (entry.status.status_str === "error") return "error";
-    return undefined;
+    if (entry.status.status_str !== "error") return undefined;
+    // Failed and interrupted jobs differ only in their last message (api-facts S3).
+    const messages = Array.isArray(entry.status.messages) ? entry.status.messages : [];
+    const last = messages.at(-1);
+    return Array.isArray(last) && last[0] === "execution_interrupted" ? "cancelled" : "error";
   }
 
   /**

@@ -94,8 +94,12 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     server: Bun.Server<WsData>;
   }
 
-  /** create_origin_only_middleware: a browser on another site must not reach a loopback ComfyUI. */
+  /**
+   * create_origin_only_middleware: a browser on another site must not reach a loopback ComfyUI.
+   * Today's version first refuses whatever the browser calls cross-site (Sec-Fetch-Site).
+   */
   function originRejected(req: Request): boolean {
+    if (checkOrigin && !opts.legacy && req.headers.get("sec-fetch-site") === "cross-site") return true;
     const host = req.headers.get("host");
     const origin = req.headers.get("origin");
     if (!checkOrigin || host === null || origin === null) return false;

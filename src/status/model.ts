@@ -193,7 +193,7 @@ export class StatusModel {
 
   onJob(e: ImageJobEvent): void {
     // A session's end and an unstoppable job change no job's phase; the jobs' own events follow.
-    if (e.phase === "warmed" || e.phase === "warm_skipped" || e.phase === "retrying" || e.phase === "session_ended" || e.phase === "unstoppable") return;
+    if (e.phase === "warmed" || e.phase === "warm_skipped" || e.phase === "retrying" || e.phase === "session_ended" || e.phase === "unstoppable" || e.phase === "received" || e.phase === "still_busy") return;
     const at = this.#now();
     let job = this.#jobs.get(e.jobId);
     switch (e.phase) {
