@@ -23,7 +23,8 @@ import { OllamaClient } from "./ollama/client.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
-import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { hostGuard, hostName, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { isIP } from "node:net";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
@@ -108,6 +109,15 @@ function bindError(key: string, listen: string, err: unknown): BindError {
 }
 
 /** Every address of this machine's interfaces (Ollama's isLocalIP asks the same). */
+/**
+ * Which Hosts name this machine for steering: any IP literal (a rebinding page has a name, not an
+ * address), and what a loopback listener lets through (localhost, this machine's names, ALLOWED_HOSTS).
+ */
+function steeringHost(allowedHosts: string): (host: string) => boolean {
+  const guard = hostGuard({ bindHost: "127.0.0.1", allowed: parseAllowedHosts(allowedHosts), machineName: hostname(), machineAddresses });
+  return (host) => isIP(hostName(host)) !== 0 || guard(host);
+}
+
 function machineAddresses(): string[] {
   return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
 }
@@ -207,7 +217,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     idle: llmWatches,
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
-    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering }),
+    turnstile: statusRoutes({
+      model: status,
+      hub,
+      adminToken: config.adminToken,
+      steering,
+      // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
+      machineHost: steeringHost(config.allowedHosts),
+    }),
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 

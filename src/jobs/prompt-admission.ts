@@ -18,6 +18,7 @@
 import type { ComfyClient } from "../comfy/client.ts";
 import { comfyRefusesOrigin } from "../comfy/origin-rule.ts";
 import type { ErrorReply } from "../http/dialect.ts";
+import { readCapped } from "../http/read-capped.ts";
 import { readPromptBody, type PromptBody } from "./prompt-body.ts";
 import { comfyKnows, type PromptIds } from "./prompt-ids.ts";
 
@@ -63,25 +64,4 @@ export async function admitPrompt(req: Request, deps: AdmissionDeps): Promise<Ad
 
 function duplicate(id: string): Admission {
   return no(400, "duplicate_prompt_id", `gpu-turnstile: prompt_id ${id} is already in use or was used recently; send a new one or none`);
-}
-
-/** The whole body, or undefined once it passes `limit` (counted as it arrives, not trusted from Content-Length). */
-async function readCapped(req: Request, limit: number): Promise<Uint8Array | undefined> {
-  const declared = Number(req.headers.get("content-length") ?? NaN);
-  if (declared > limit) return undefined;
-  if (req.body === null) return new Uint8Array(0);
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  const reader = req.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.length;
-    if (size > limit) {
-      await reader.cancel().catch(() => {});
-      return undefined;
-    }
-    parts.push(value);
-  }
-  return Buffer.concat(parts);
 }

@@ -73,6 +73,9 @@ export type StatusEvent =
   | { type: "upstream"; data: { name: UpstreamName } & UpstreamView }
   | { type: "lease"; data: LeaseEvent };
 
+/** LLM requests listed by name in the status document and the `holders` event; the rest are counted. */
+export const MAX_LISTED = 100;
+
 export interface StatusDoc {
   version: string;
   state: GpuState;
@@ -83,7 +86,10 @@ export interface StatusDoc {
     inflight: number;
     waiting: number;
     oldest_wait_ms: number;
+    /** The first MAX_LISTED requests, those holding a slot first, oldest first (bounded: one event stays small). */
     requests: { id: number; path: string; model: string | null; client?: string; age_ms: number; waiting: boolean; since: number }[];
+    /** Requests left out of `requests` (exact). */
+    requests_omitted: number;
   };
   image: {
     running: (ImageJobView & { age_ms: number }) | null;
@@ -292,12 +298,18 @@ export class StatusModel {
       if (withClients && r.client !== undefined) view.client = r.client;
       requests.push(view);
     }
+    // Thousands of waiters must not push one `holders` event past a reader's limit (events.ts).
+    const omitted = Math.max(0, requests.length - MAX_LISTED);
+    if (omitted > 0) {
+      requests.sort((a, b) => Number(a.waiting) - Number(b.waiting) || a.since - b.since);
+      requests.length = MAX_LISTED;
+    }
     const lock = this.#lock.snapshot();
     const jobs = [...this.#jobs.values()].map((j) => ({ ...j, age_ms: now === undefined ? 0 : now - j.since }));
     // ComfyUI runs a session's jobs in the order they were queued: the oldest is the one running.
     const running = jobs.find((j) => j.phase === "running") ?? jobs[0] ?? null;
     return {
-      llm: { inflight: lock.llmInflight, waiting, oldest_wait_ms: oldestWait, requests },
+      llm: { inflight: lock.llmInflight, waiting, oldest_wait_ms: oldestWait, requests, requests_omitted: omitted },
       image: { running, queued: lock.imageWaiting, session: jobs.length > 0 ? { jobs } : null },
     };
   }

@@ -79,7 +79,7 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   await (await chat2).text();
   await until(async () => (await status(t.comfyUrl)).state === "idle", "back to idle");
   s = await status(t.comfyUrl);
-  expect(s.llm).toEqual({ inflight: 0, waiting: 0, oldest_wait_ms: 0, requests: [] });
+  expect(s.llm).toEqual({ inflight: 0, waiting: 0, oldest_wait_ms: 0, requests: [], requests_omitted: 0 });
   expect(s.image).toEqual({ running: null, queued: 0, session: null });
   expect(s.recent.map((r) => [r.prompt_id, r.outcome])).toEqual([
     [p1, "completed"],
