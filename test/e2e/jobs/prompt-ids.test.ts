@@ -226,3 +226,23 @@ describe("a client ending its own job is seen at once (issue 19)", () => {
     expect(await jobCounts(s.t)).toMatchObject({ cancelled: 1 });
   });
 });
+
+describe("following many jobs on a ComfyUI without the jobs API", () => {
+  test("one /queue read per poll serves every followed job", async () => {
+    s = await startStack({ comfy: { legacy: true, jobMs: 80 }, env: { HISTORY_POLL_INTERVAL: "20ms" } });
+    const ids = Array.from({ length: 4 }, () => newPromptId());
+    const answers = await Promise.all(ids.map((id) => submit(s!.t, promptBody(id))));
+    for (const a of answers) {
+      expect(a.status).toBe(200);
+      await a.text();
+    }
+    await s.t.settled();
+    expect(await jobCounts(s.t)).toMatchObject({ completed: 4 });
+    const firstPrompt = callsTo(s.comfy!.calls, "/prompt", "POST")[0]!.at;
+    const queueReads = callsTo(s.comfy!.calls, "/queue", "GET").filter((c) => c.at >= firstPrompt).length;
+    const historyReads = ids.reduce((n, id) => n + callsTo(s!.comfy!.calls, `/history/${id}`).filter((c) => c.at >= firstPrompt).length, 0);
+    // Each job reads its own /history every poll; the multi-megabyte /queue is read once for all.
+    expect(queueReads).toBeLessThanOrEqual(Math.ceil(historyReads / 2));
+    expect(s.gpu.overlaps()).toEqual([]);
+  });
+});
