@@ -115,6 +115,34 @@ describe("an id already in use gets 400 too", () => {
   });
 });
 
+describe("never done from an entry that existed before the job was sent", () => {
+  test("ComfyUI could not be asked about the id, and its history has an old job under it: held until the new job ends", async () => {
+    s = await startStack({ comfy: { legacy: true, jobMs: 40 }, env: { FREE_TIMEOUT: "100ms" } });
+    const id = newPromptId();
+    // An old job under this id, run around the turnstile, finished long ago.
+    const old = await postJson(`${s.comfy!.url}/prompt`, promptBody(id));
+    await old.text();
+    await waitFor(() => s!.comfy!.jobs()[0]?.state === "done", "old job done");
+    // The id check fails (ComfyUI's /queue answers 500 once), so the job goes on, not "fresh".
+    let failed = false;
+    s.comfy!.override("GET", "/queue", () => (failed ? undefined : ((failed = true), new Response("500", { status: 500 }))));
+    const res = await submit(s.t, promptBody(id, { sim_job_ms: 400 }));
+    expect(res.status).toBe(200);
+    await res.text();
+    const c = await chat(s.t);
+    expect(c.status).toBe(200);
+    await c.text();
+    await s.t.settled();
+    const newJob = s.comfy!.jobs().at(-1)!;
+    const handedOn = s.transitions.find((x) => x.from === "image")!.at;
+    expect(handedOn).toBeGreaterThanOrEqual(newJob.endedAt!);
+    expect(s.gpu.overlaps()).toEqual([]);
+    // The follow itself waited for the new job (not only the memory and queue checks after it).
+    expect(warnLines(s.t, "queue still holds")).toEqual([]);
+    expect(s.t.logLines.some((l) => l.includes("prompt success"))).toBe(true);
+  });
+});
+
 describe("a cross-site /prompt gets ComfyUI's 403 before Ollama is touched", () => {
   const cases: [string, (port: number) => Record<string, string>][] = [
     ["a page on evil.example", () => ({ origin: "http://evil.example" })],
