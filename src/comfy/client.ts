@@ -41,6 +41,12 @@ function routeExists(text: string): boolean {
 }
 
 export class ComfyClient {
+  /**
+   * ComfyUI was started with `--enable-cors-header` (its argv in /system_stats, last read): it
+   * then lets any Origin through, so the turnstile does not apply ComfyUI's cross-site rule either.
+   */
+  corsEnabled = false;
+
   constructor(
     readonly base: URL,
     private readonly callTimeoutMs: number,
@@ -131,6 +137,7 @@ export class ComfyClient {
     const devices = isRecord(body) && Array.isArray(body.devices) ? body.devices : [];
     let torchReserved = 0;
     for (const d of devices) if (isRecord(d) && typeof d.torch_vram_total === "number") torchReserved += d.torch_vram_total;
+    if (Array.isArray(system.argv)) this.corsEnabled = system.argv.some((a) => typeof a === "string" && a.startsWith("--enable-cors-header"));
     return { version: String(system.comfyui_version ?? "unknown"), torchReserved };
   }
 

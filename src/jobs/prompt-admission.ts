@@ -1,7 +1,8 @@
 /**
  * What a `/prompt` must pass before it may take the GPU (issue 18), in order:
  *
- *   1. ComfyUI's own cross-site rule (comfy/origin-rule.ts) → ComfyUI's 403.
+ *   1. ComfyUI's own cross-site rule (comfy/origin-rule.ts) → ComfyUI's 403; not when ComfyUI
+ *      runs with `--enable-cors-header` (seen in its /system_stats argv), which drops that rule.
  *   2. A body ComfyUI can parse, not compressed, and read whole up to 100 MiB (counted while it
  *      is read) → 415 / 413. That is ComfyUI's own default limit (`--max-upload-size 100`, its
  *      aiohttp `client_max_size`), above which ComfyUI answers 413 as well.
@@ -38,7 +39,7 @@ export type Admission = { ok: true; request: Request; body: PromptBody; fresh: b
 const no = (status: number, type: string, message: string): Admission => ({ ok: false, reply: { status, type, message } });
 
 export async function admitPrompt(req: Request, deps: AdmissionDeps): Promise<Admission> {
-  if (comfyRefusesOrigin(req.headers, deps.comfy.base)) {
+  if (!deps.comfy.corsEnabled && comfyRefusesOrigin(req.headers, deps.comfy.base)) {
     return no(403, "cross_site", "gpu-turnstile: ComfyUI refuses a cross-site /prompt (its Origin names another host)");
   }
   const encoding = req.headers.get("content-encoding");

@@ -68,6 +68,8 @@ export interface RouteDeps {
   port: () => number;
   /** v0.3.64: any string is a prompt_id, no jobs API. Otherwise today's ComfyUI (S3). */
   legacy: boolean;
+  /** Started with `--enable-cors-header` (shown in /system_stats argv). */
+  cors?: boolean;
 }
 
 export interface Route {
@@ -76,7 +78,7 @@ export interface Route {
 }
 
 /** The route table as a lookup function; every path also answers under /api. */
-export function comfyRoutes({ gpu, worker, files, hostname, port, legacy }: RouteDeps): (path: string) => Route | undefined {
+export function comfyRoutes({ gpu, worker, files, hostname, port, legacy, cors }: RouteDeps): (path: string) => Route | undefined {
   // The server's prompt counter: it advances for every POST /prompt without a `number`.
   let promptNumber = 0;
 
@@ -202,7 +204,7 @@ export function comfyRoutes({ gpu, worker, files, hostname, port, legacy }: Rout
         python_version: "3.12.3 (main, Jun 18 2025, 17:59:45) [GCC 13.3.0]",
         pytorch_version: "2.8.0+cu128",
         embedded_python: false,
-        argv: ["main.py", "--listen", hostname, "--port", String(port())],
+        argv: ["main.py", "--listen", hostname, "--port", String(port()), ...(cors ? ["--enable-cors-header", "*"] : [])],
       },
       devices: [
         {

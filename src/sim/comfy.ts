@@ -33,7 +33,10 @@ export interface ComfySimOptions {
   forgetJobs?: boolean;
   /** Jobs for which this returns true end with execution_error (also `extra_data.sim_fail`). */
   failJobs?: (promptId: string) => boolean;
-  /** 403 when Host is loopback and Origin names another host (default true; C7). */
+  /**
+   * 403 when Host is loopback and Origin names another host (default true; C7). false is ComfyUI
+   * started with `--enable-cors-header` (its /system_stats argv says so).
+   */
   checkOrigin?: boolean;
   /** Echo every websocket frame a client sends, unchanged (for relay tests). */
   wsEcho?: boolean;
@@ -138,7 +141,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
       previewBytes: opts.previewBytes ?? 0,
       fail: opts.failJobs,
     });
-    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port, legacy: opts.legacy ?? false });
+    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port, legacy: opts.legacy ?? false, cors: !checkOrigin });
 
     async function handle(req: Request, server: Bun.Server<WsData>): Promise<Response | undefined> {
       const url = new URL(req.url);

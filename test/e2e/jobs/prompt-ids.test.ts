@@ -165,6 +165,19 @@ describe("a cross-site /prompt gets ComfyUI's 403 before Ollama is touched", () 
     expectUntouched(s);
   });
 
+  test("a ComfyUI started with --enable-cors-header accepts any Origin, and so does the turnstile", async () => {
+    s = await startStack({ comfy: { checkOrigin: false } });
+    const res = await fetch(`${s.t.comfyUrl}/prompt`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: "http://my-frontend.example", "sec-fetch-site": "cross-site" },
+      body: promptBody(newPromptId()),
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    await s.t.settled();
+    expect(await jobCounts(s.t)).toMatchObject({ completed: 1 });
+  });
+
   test("the turnstile's own page (Origin = the turnstile) still queues", async () => {
     s = await startStack();
     const res = await fetch(`${s.t.comfyUrl}/prompt`, {
