@@ -85,10 +85,12 @@ export function listJobs(worker: ComfyWorker, query: URLSearchParams): Reply {
   const limit = nonNegativeInt(query.get("limit"));
   const offset = nonNegativeInt(query.get("offset")) ?? 0;
   if (limit === "bad" || offset === "bad") return error(400, "limit and offset must be non-negative integers");
+  // Two jobs queued in the same millisecond keep their queue order (the prompt number) as tie-break.
   const key = (j: JobView): number => (sortBy === "created_at" ? j.createTime : j.duration);
+  const tie = (j: JobView): number => pyNumber(j.fields.get("priority") as PyValue) ?? 0;
   const jobs = allJobs(worker)
     .filter((j) => wanted === undefined || wanted.includes(j.status))
-    .sort((a, b) => (order === "asc" ? key(a) - key(b) : key(b) - key(a)));
+    .sort((a, b) => (order === "asc" ? key(a) - key(b) || tie(a) - tie(b) : key(b) - key(a) || tie(b) - tie(a)));
   const page = jobs.slice(offset, limit === undefined ? undefined : offset + limit);
   return {
     status: 200,
