@@ -8,7 +8,7 @@ import { GpuLock } from "../../src/lock/index.ts";
 import { EventHub } from "../../src/status/events.ts";
 import { MAX_LISTED, StatusModel, type StatusDoc } from "../../src/status/model.ts";
 import { statusRoutes } from "../../src/status/routes.ts";
-import { Steering } from "../../src/status/steer.ts";
+import { bareSteering } from "./helpers.ts";
 
 const TOKEN = "admin-token-0123456789";
 
@@ -16,16 +16,7 @@ function setup(machineHost?: (host: string) => boolean) {
   const lock = new GpuLock();
   const model = new StatusModel({ version: "v1", lock, upstreams: [] });
   model.start("/api/chat", "10.0.0.7");
-  const steering = new Steering({
-    lock,
-    llm: { cutAll: () => 0 },
-    jobs: { active: () => [] },
-    comfy: undefined,
-    ollama: undefined,
-    settings: { maxTtlMs: 60_000, unloadTimeoutMs: 1000, unloadPollIntervalMs: 10, probeTimeoutMs: 100, freeTimeoutMs: 100, pollMs: 10 },
-    log: { warn() {}, notice() {} },
-    onLease: (e) => model.onLease(e),
-  });
+  const steering = bareSteering(lock, model);
   return { model, steering, routes: statusRoutes({ model, hub: new EventHub({ model }), adminToken: TOKEN, steering, machineHost }) };
 }
 
