@@ -95,8 +95,8 @@ export class ComfyClient {
   }
 
   /**
-   * `GET /api/jobs?status=…` (C8): every job in those states (no `limit`, so one page holds them all), or `unsupported` on a
-   * ComfyUI without the jobs API.
+   * `GET /api/jobs?status=…` (C8): every job in those states (no `limit`, so one page holds them
+   * all), or `unsupported` on a ComfyUI without the jobs API.
    */
   async jobs(statuses: readonly JobStatus[], signal?: AbortSignal): Promise<JobSummary[] | "unsupported"> {
     const path = `/api/jobs?status=${statuses.join(",")}`;

@@ -1,8 +1,9 @@
 /**
- * Following one ComfyUI job until it ends (SPEC "Following a job"): `/api/jobs/{id}` where ComfyUI
- * has it, else /history says when it ended and /queue whether ComfyUI still knows it. A job ComfyUI forgot (it restarted) is `lost` within
- * a few polls; a job still running at JOB_TIMEOUT is stopped with /interrupt (the watchdog),
- * because /free does not stop a running job and the GPU must not be handed on under it.
+ * Following one ComfyUI job until it ends (SPEC "Following a job"): `/api/jobs/{id}` where
+ * ComfyUI has it, else /history says when it ended and /queue whether ComfyUI still knows it. A
+ * job ComfyUI forgot (it restarted) is `lost` within a few polls; a job still running at
+ * JOB_TIMEOUT is stopped with /interrupt (the watchdog), because /free does not stop a running
+ * job and the GPU must not be handed on under it.
  */
 import type { ComfyClient, JobEnd, JobLookup, QueueView } from "../comfy/client.ts";
 import { sleep } from "../http/backoff.ts";
@@ -19,7 +20,7 @@ export interface Sighting {
   place: Place | undefined;
   /** Pending while another job of this turnstile runs: its JOB_TIMEOUT clock is paused. */
   behindOurs: boolean;
-  /** A client named this job in a cancel or queue delete since the last poll (cancel-watch.ts). */
+  /** A client named this job in a cancel or queue delete since the last poll (proxy/comfy-cancels.ts). */
   named?: boolean;
 }
 
@@ -85,7 +86,7 @@ export interface FollowOptions {
   isOurs?: (promptId: string) => boolean;
   /** One /queue read for every follower, on a ComfyUI without the jobs API. */
   queue?: SharedQueue;
-  /** Wakes the follower when a client cancels or deletes jobs (cancel-watch.ts). */
+  /** Wakes the follower when a client cancels or deletes jobs (proxy/comfy-cancels.ts). */
   nudges?: Nudges;
   /**
    * ComfyUI did not know the id before the job was sent (it was checked, or minted). When it

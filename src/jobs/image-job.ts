@@ -61,7 +61,7 @@ export interface ImageJobDeps {
   promptIds: PromptIds;
   /** One /queue read per poll for all followers (a ComfyUI without the jobs API). */
   queue?: SharedQueue;
-  /** Wakes followers when a client cancels its jobs (cancel-watch.ts). */
+  /** Wakes followers when a client cancels its jobs (proxy/comfy-cancels.ts). */
   nudges?: Nudges;
 }
 
