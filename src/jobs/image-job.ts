@@ -154,6 +154,8 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
       },
     });
   } catch (err) {
+    // A client that left before its prompt went out may send the same id again.
+    if (!sent) deps.promptIds.forget(sentId);
     release(sent ? noAnswer(sent) : "client_gone");
     throw err;
   }

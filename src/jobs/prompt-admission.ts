@@ -47,6 +47,7 @@ export async function admitPrompt(req: Request, deps: AdmissionDeps): Promise<Ad
     return no(415, "unsupported_encoding", `gpu-turnstile: a /prompt body must not be compressed (Content-Encoding: ${encoding.slice(0, 40)})`);
   }
   const limit = deps.bodyLimit ?? PROMPT_BODY_LIMIT;
+  // A client that hangs up mid-body rejects here, and the proxy answers 499 as for any request.
   const bytes = await readCapped(req, limit);
   if (bytes === undefined) return no(413, "body_too_large", `gpu-turnstile: the /prompt body is larger than ComfyUI's default upload limit (${limit} bytes)`);
   const body = readPromptBody(bytes);

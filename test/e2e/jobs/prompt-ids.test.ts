@@ -104,6 +104,24 @@ describe("an id already in use gets 400 too", () => {
     expectUntouched(s);
   });
 
+  test("a client that left while waiting for the GPU may send the same id again", async () => {
+    s = await startStack();
+    const lease = (await (await postJson(`${s.t.comfyUrl}/turnstile/lease`, { ttl: "1m" })).json()) as { id: string };
+    const id = newPromptId();
+    const ac = new AbortController();
+    const first = submit(s.t, promptBody(id), { signal: ac.signal }).catch((e: unknown) => e);
+    await until(() => s!.t.lock.snapshot().imageWaiting === 1, "the prompt waiting behind the lease");
+    ac.abort();
+    expect(await first).toBeInstanceOf(Error);
+    await until(() => s!.t.lock.snapshot().imageWaiting === 0, "the waiter gone");
+    await fetch(`${s.t.comfyUrl}/turnstile/lease/${lease.id}`, { method: "DELETE" }).then((r) => r.text());
+    const again = await submit(s.t, promptBody(id));
+    expect(again.status).toBe(200);
+    await again.text();
+    await s.t.settled();
+    expect(callsTo(s.comfy!.calls, "/prompt", "POST")).toHaveLength(1);
+  });
+
   test("two clients racing with the same new id: one job, one 400", async () => {
     s = await startStack();
     const id = newPromptId();
