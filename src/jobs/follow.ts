@@ -189,12 +189,23 @@ export async function stopJob(comfy: ComfyClient, promptId: string, place: Place
   await comfy.interrupt(promptId).catch(() => {});
   if (place !== "running") await comfy.deletePending([promptId]).catch(() => {});
   for (;;) {
-    const q = await comfy.queue().catch(() => undefined);
-    if (q && placeOf(q, promptId) === "absent") return true;
+    if ((await stillQueued(comfy, promptId)) === false) return true;
     const left = deadline - performance.now();
     if (left <= 0) return false;
     await sleep(Math.min(opts.pollMs, left));
   }
+}
+
+/**
+ * Whether ComfyUI still runs or queues the job: one small jobs-API read where ComfyUI has it,
+ * else /queue. undefined when neither could be read.
+ */
+export async function stillQueued(comfy: ComfyClient, promptId: string): Promise<boolean | undefined> {
+  const job = await comfy.job(promptId).catch(() => undefined);
+  if (job === "pending" || job === "in_progress") return true;
+  if (job !== undefined && job !== "unsupported") return false;
+  const q = await comfy.queue().catch(() => undefined);
+  return q && placeOf(q, promptId) !== "absent";
 }
 
 /**

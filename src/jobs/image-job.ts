@@ -289,7 +289,7 @@ async function freeComfy(jobId: number, promptId: string | undefined, deps: Imag
   const f0 = performance.now();
   let r = await freeAndVerify(comfy, settings);
   if (!r.released) {
-    const busy = await stillQueued(comfy);
+    const busy = await queuedJobs(comfy);
     if (busy.length > 0) {
       emit({ phase: "still_busy", jobId, promptIds: busy.slice(0, 10), jobs: busy.length, boundMs: settings.jobTimeoutMs });
       const emptied = await queueEmptied(comfy, settings.jobTimeoutMs, settings.freePollIntervalMs);
@@ -300,8 +300,10 @@ async function freeComfy(jobId: number, promptId: string | undefined, deps: Imag
   emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, ...r });
 }
 
-/** The ids ComfyUI runs or has pending; [] when it has none or cannot say. */
-async function stillQueued(comfy: ComfyClient): Promise<string[]> {
+/** The ids ComfyUI runs or has pending (jobs API, else /queue); [] when it has none or cannot say. */
+async function queuedJobs(comfy: ComfyClient): Promise<string[]> {
+  const jobs = await comfy.jobs(["in_progress", "pending"]).catch(() => undefined);
+  if (Array.isArray(jobs)) return jobs.map((j) => j.id);
   const q = await comfy.queue().catch(() => undefined);
   return q ? [...q.running, ...q.pending] : [];
 }
@@ -310,7 +312,7 @@ async function stillQueued(comfy: ComfyClient): Promise<string[]> {
 async function queueEmptied(comfy: ComfyClient, boundMs: number, pollMs: number): Promise<boolean> {
   const deadline = performance.now() + boundMs;
   for (;;) {
-    if ((await stillQueued(comfy)).length === 0) return true;
+    if ((await queuedJobs(comfy)).length === 0) return true;
     const left = deadline - performance.now();
     if (left <= 0) return false;
     await sleep(Math.min(pollMs, left));
