@@ -73,7 +73,7 @@ export type StatusEvent =
   | { type: "upstream"; data: { name: UpstreamName } & UpstreamView }
   | { type: "lease"; data: LeaseEvent };
 
-/** LLM requests listed by name in the status document and the `holders` event; the rest are counted. */
+/** LLM requests and session jobs listed in the status document and the `holders` event; the rest are counted. */
 export const MAX_LISTED = 100;
 
 export interface StatusDoc {
@@ -95,8 +95,11 @@ export interface StatusDoc {
     running: (ImageJobView & { age_ms: number }) | null;
     /** Image jobs waiting for the GPU (not yet in a session). */
     queued: number;
-    /** The image session: every job it holds, oldest first (the first is `running`); null when none. */
-    session: { jobs: (ImageJobView & { age_ms: number })[] } | null;
+    /**
+     * The image session: its jobs, oldest first (the first is `running`), at most MAX_LISTED, and
+     * how many more it holds (exact); null when none.
+     */
+    session: { jobs: (ImageJobView & { age_ms: number })[]; jobs_omitted: number } | null;
   };
   /** The GPU lease held by an outside program, if any. */
   lease: { id: string; holder: string; since: number; age_ms: number; expires_at: string; expires_in_ms: number } | null;
@@ -310,7 +313,7 @@ export class StatusModel {
     const running = jobs.find((j) => j.phase === "running") ?? jobs[0] ?? null;
     return {
       llm: { inflight: lock.llmInflight, waiting, oldest_wait_ms: oldestWait, requests, requests_omitted: omitted },
-      image: { running, queued: lock.imageWaiting, session: jobs.length > 0 ? { jobs } : null },
+      image: { running, queued: lock.imageWaiting, session: jobs.length > 0 ? { jobs: jobs.slice(0, MAX_LISTED), jobs_omitted: Math.max(0, jobs.length - MAX_LISTED) } : null },
     };
   }
 

@@ -68,13 +68,17 @@ test("a lease body without Content-Length is cut at 4 KiB while it is read, not 
   steering.stop();
 });
 
-test("2,600 waiting requests: the holders list is capped, with the exact counts beside it, and a reader is not dropped", async () => {
+test("2,600 waiting requests and session jobs: the holders list is capped, with the exact counts beside it, and a reader is not dropped", async () => {
   const lock = new GpuLock();
   const model = new StatusModel({ version: "v1", lock, upstreams: [] });
   const held = model.start("/api/chat", "10.0.0.1");
   model.admitted(held);
   for (let i = 0; i < 2600; i++) model.start(`/api/chat`, `10.0.${i >> 8}.${i & 255}`);
+  // And an image session that a script filled with 2,600 prompts.
+  for (let i = 1; i <= 2600; i++) model.onJob({ phase: "acquired", jobId: i, waitedMs: 0, joined: true });
   const h = model.holders(true, Date.now());
+  expect(h.image.session!.jobs).toHaveLength(MAX_LISTED);
+  expect(h.image.session!.jobs_omitted).toBe(2600 - MAX_LISTED);
   expect(h.llm.requests).toHaveLength(MAX_LISTED);
   expect(h.llm.requests_omitted).toBe(2601 - MAX_LISTED);
   expect(h.llm.waiting).toBe(2600);
