@@ -23,8 +23,7 @@ import { OllamaClient } from "./ollama/client.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
-import { hostGuard, hostName, parseAllowedHosts } from "./proxy/host-guard.ts";
-import { isIP } from "node:net";
+import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
@@ -108,16 +107,16 @@ function bindError(key: string, listen: string, err: unknown): BindError {
   }
 }
 
-/** Every address of this machine's interfaces (Ollama's isLocalIP asks the same). */
 /**
  * Which Hosts name this machine for steering: any IP literal (a rebinding page has a name, not an
  * address), and what a loopback listener lets through (localhost, this machine's names, ALLOWED_HOSTS).
  */
 function steeringHost(allowedHosts: string): (host: string) => boolean {
   const guard = hostGuard({ bindHost: "127.0.0.1", allowed: parseAllowedHosts(allowedHosts), machineName: hostname(), machineAddresses });
-  return (host) => isIP(hostName(host)) !== 0 || guard(host);
+  return (host) => isIpLiteral(hostName(host)) || guard(host);
 }
 
+/** Every address of this machine's interfaces (Ollama's isLocalIP asks the same). */
 function machineAddresses(): string[] {
   return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
 }

@@ -53,7 +53,7 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
     if (req.method !== "GET" && req.method !== "HEAD") {
       return Response.json({ error: `gpu-turnstile: ${req.method} is not allowed on ${path}` }, { status: 405, headers: { allow: "GET, HEAD" } });
     }
-    // Client addresses are shown to those who may steer (loopback or the admin token) only.
+    // Client addresses are shown only to those who may steer (loopback under a name of this machine, or the admin token).
     const trusted = () => authorise(clientIp, req.headers.get("authorization"), deps.adminToken, namesMachine(req.headers.get("host"))).ok;
     switch (path) {
       case "/turnstile/":
