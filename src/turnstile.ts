@@ -13,6 +13,9 @@ import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
+import { Nudges } from "./jobs/nudge.ts";
+import { PromptIds } from "./jobs/prompt-ids.ts";
+import { SharedQueue } from "./jobs/queue-share.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -24,9 +27,10 @@ import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
-import { hostGuard, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
+import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
@@ -105,6 +109,15 @@ function bindError(key: string, listen: string, err: unknown): BindError {
     default:
       return new BindError(`${where}: cannot listen (${err instanceof Error ? err.message : String(err)})`);
   }
+}
+
+/**
+ * Which Hosts name this machine for steering: any IP literal (a rebinding page has a name, not an
+ * address), and what a loopback listener lets through (localhost, this machine's names, ALLOWED_HOSTS).
+ */
+function steeringHost(allowedHosts: string): (host: string) => boolean {
+  const guard = hostGuard({ bindHost: "127.0.0.1", allowed: parseAllowedHosts(allowedHosts), machineName: hostname(), machineAddresses });
+  return (host) => isIpLiteral(hostName(host)) || guard(host);
 }
 
 /** Every address of this machine's interfaces (Ollama's isLocalIP asks the same). */
@@ -225,7 +238,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       card.flush();
       return { contentType: metrics.contentType, text: metrics.render() };
     },
-    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering }),
+    turnstile: statusRoutes({
+      model: status,
+      hub,
+      adminToken: config.adminToken,
+      steering,
+      // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
+      machineHost: steeringHost(config.allowedHosts),
+    }),
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
 
@@ -251,6 +271,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)),
     withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
   );
+  // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
+  const nudges = new Nudges();
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
@@ -264,6 +286,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     ollama,
     tracker,
     emit: emitJob,
+    promptIds: new PromptIds(),
+    queue: new SharedQueue(comfy),
+    nudges,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
@@ -330,7 +355,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
       start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });
     }
-    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
+    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     throw err;

@@ -93,7 +93,7 @@ async function runRound(w: SessionWorkload, imageSessionMax: string): Promise<Ro
       const res = await fetch(`${comfy}/prompt`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify({ prompt: DEFAULT_WORKFLOW, prompt_id: `bench-${process.pid}-${imageSessionMax}-${i}-${Math.random()}` }),
+        body: JSON.stringify({ prompt: DEFAULT_WORKFLOW, prompt_id: crypto.randomUUID() }),
       });
       await res.text();
       return res.status === 200;

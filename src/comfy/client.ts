@@ -5,16 +5,49 @@
  */
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
 
-export type JobEnd = "success" | "error";
+/** How ComfyUI says a job ended: an interrupted or cancelled one is `cancelled` (C8's mapping). */
+export type JobEnd = "success" | "error" | "cancelled";
 
 export interface QueueView {
   running: string[];
   pending: string[];
 }
 
+/** A job's status in the jobs API (api-facts C8). */
+export type JobStatus = "pending" | "in_progress" | "completed" | "failed" | "cancelled";
+export const JOB_STATUSES: readonly JobStatus[] = ["pending", "in_progress", "completed", "failed", "cancelled"];
+
+/**
+ * What `GET /api/jobs/{id}` says: a status, `unknown` (ComfyUI's own 404 `{"error":"Job not
+ * found"}`), or `unsupported` (a ComfyUI older than the jobs API: the route itself is missing,
+ * and aiohttp answers its plain-text "404: Not Found").
+ */
+export type JobLookup = JobStatus | "unknown" | "unsupported";
+
+export interface JobSummary {
+  id: string;
+  status: JobStatus;
+}
+
+const isJobStatus = (v: unknown): v is JobStatus => JOB_STATUSES.includes(v as JobStatus);
+
+/**
+ * Whether a 404 came from a jobs route that exists (its JSON `{"error": …}`) or from a server
+ * that has no such route (aiohttp's text "404: Not Found", or anything else that is not that JSON).
+ */
+function routeExists(text: string): boolean {
+  const body = parseJson(text);
+  return isRecord(body) && typeof body.error === "string";
+}
+
 export class ComfyClient {
   /** Shown every good /system_stats answer (the status page's ComfyUI memory). */
   onStats: ((body: unknown) => void) | undefined;
+  /**
+   * ComfyUI was started with `--enable-cors-header` (its argv in /system_stats, last read): it
+   * then lets any Origin through, so the turnstile does not apply ComfyUI's cross-site rule either.
+   */
+  corsEnabled = false;
 
   constructor(
     readonly base: URL,
@@ -30,8 +63,11 @@ export class ComfyClient {
     const entry = isRecord(body) ? body[promptId] : undefined;
     if (!isRecord(entry) || !isRecord(entry.status)) return undefined;
     if (entry.status.completed === true) return "success";
-    if (entry.status.status_str === "error") return "error";
-    return undefined;
+    if (entry.status.status_str !== "error") return undefined;
+    // Failed and interrupted jobs differ only in their last message (api-facts S3).
+    const messages = Array.isArray(entry.status.messages) ? entry.status.messages : [];
+    const last = messages.at(-1);
+    return Array.isArray(last) && last[0] === "execution_interrupted" ? "cancelled" : "error";
   }
 
   /**
@@ -47,6 +83,31 @@ export class ComfyClient {
     }
     const ids = (items: unknown[]) => items.flatMap((i) => (Array.isArray(i) && typeof i[1] === "string" ? [i[1]] : []));
     return { running: ids(body.queue_running), pending: ids(body.queue_pending) };
+  }
+
+  /** `GET /api/jobs/{id}` (C8): one read tells pending, running, or how the job ended. */
+  async job(promptId: string, signal?: AbortSignal): Promise<JobLookup> {
+    const path = `/api/jobs/${encodeURIComponent(promptId)}`;
+    const { status, text } = await callJson(this.base, path, { timeoutMs: this.callTimeoutMs, signal });
+    if (status === 404 || status === 405) return routeExists(text) ? "unknown" : "unsupported";
+    if (status !== 200) throw new UpstreamHttpError(status, text, `GET ${path}`);
+    const body = parseJson(text);
+    if (!isRecord(body) || !isJobStatus(body.status)) throw new Error(`GET ${path}: not a job`);
+    return body.status;
+  }
+
+  /**
+   * `GET /api/jobs?status=…` (C8): every job in those states (no `limit`, so one page holds them
+   * all), or `unsupported` on a ComfyUI without the jobs API.
+   */
+  async jobs(statuses: readonly JobStatus[], signal?: AbortSignal): Promise<JobSummary[] | "unsupported"> {
+    const path = `/api/jobs?status=${statuses.join(",")}`;
+    const { status, text } = await callJson(this.base, path, { timeoutMs: this.callTimeoutMs, signal });
+    if (status === 404 || status === 405) return "unsupported";
+    if (status !== 200) throw new UpstreamHttpError(status, text, `GET ${path}`);
+    const body = parseJson(text);
+    if (!isRecord(body) || !Array.isArray(body.jobs)) throw new Error(`GET ${path}: not a job list`);
+    return body.jobs.flatMap((j) => (isRecord(j) && typeof j.id === "string" && isJobStatus(j.status) ? [{ id: j.id, status: j.status }] : []));
   }
 
   /** `POST /interrupt {"prompt_id"}` (C7): stops that prompt if it is the one running, else nothing. */
@@ -79,6 +140,7 @@ export class ComfyClient {
     const devices = isRecord(body) && Array.isArray(body.devices) ? body.devices : [];
     let torchReserved = 0;
     for (const d of devices) if (isRecord(d) && typeof d.torch_vram_total === "number") torchReserved += d.torch_vram_total;
+    if (Array.isArray(system.argv)) this.corsEnabled = system.argv.some((a) => typeof a === "string" && a.startsWith("--enable-cors-header"));
     return { version: String(system.comfyui_version ?? "unknown"), torchReserved };
   }
 

@@ -1,33 +1,42 @@
 /** What an image job reports as it goes; logs and metrics subscribe instead of being called inline. */
 
 /** How an image job ended (SPEC.md, "Image job flow"); each job is counted once. */
-export const JOB_OUTCOMES = ["completed", "failed", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone", "interrupted"] as const;
+export const JOB_OUTCOMES = ["completed", "failed", "cancelled", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone", "interrupted"] as const;
 export type JobOutcome = (typeof JOB_OUTCOMES)[number];
 
 /**
- * How following a job ended: ComfyUI's own verdict, `lost` (ComfyUI no longer knows it),
+ * How following a job ended: ComfyUI's own verdict (`cancelled`: interrupted, cancelled, or
+ * removed from the queue by a client), `lost` (ComfyUI no longer knows it),
  * `timeout` (not seen finished within JOB_TIMEOUT and not in the queue to stop), `interrupted`
  * (stopped by the watchdog), `not_stopped` (still running after the watchdog's grace; handed on).
  */
-export type JobEnd = "success" | "error" | "lost" | "timeout" | "interrupted" | "not_stopped";
+export type JobEnd = "success" | "error" | "cancelled" | "lost" | "timeout" | "interrupted" | "not_stopped";
 
 export type ImageJobEvent =
-  /** The job reached the turnstile and waits for the GPU (the status page lists it from here). */
-  | { phase: "arrived"; jobId: number; client?: string }
   /** The client left before the GPU was ever granted: the job leaves no other trace. */
   | { phase: "left"; jobId: number }
   /** ComfyUI began running the prompt (a /queue poll found it running). */
   | { phase: "started"; jobId: number; promptId: string }
+  /**
+   * A /prompt passed the door and waits for the GPU (the status page lists it from here): the prompt_id it will be followed by
+   * (`minted` when the turnstile chose it), the body's `client_id` and the client's address.
+   */
+  | { phase: "received"; jobId: number; promptId: string; minted: boolean; clientId?: string; client?: string }
   /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
   | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean }
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
   | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string }
-  /** `clientId`: the /prompt body's client_id, where it was read. */
-  | { phase: "forwarded"; jobId: number; status: number; promptId?: string; durationMs: number; clientId?: string }
+  /** `answeredPromptId`: ComfyUI's answer named another id than the one sent (both are followed). */
+  | { phase: "forwarded"; jobId: number; status: number; promptId?: string; answeredPromptId?: string; clientId?: string; durationMs: number }
   | { phase: "retrying"; jobId: number; attempt: number; delayMs: number; reason: string }
   | { phase: "finished"; jobId: number; promptId: string; end: JobEnd; durationMs: number }
   /** The watchdog's /interrupt did not stop the job within FREE_TIMEOUT; the GPU is kept up to `graceMs` more. */
   | { phase: "unstoppable"; jobId: number; promptId: string; graceMs: number }
+  /**
+   * ComfyUI's memory did not come back within FREE_TIMEOUT and its queue still holds jobs: the
+   * card stays held until the queue is empty, for at most `boundMs` (JOB_TIMEOUT).
+   */
+  | { phase: "still_busy"; jobId: number; promptIds: string[]; jobs: number; boundMs: number }
   | {
       phase: "freed";
       jobId: number;

@@ -21,6 +21,10 @@ import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { captureHead, findPromptId } from "./capture.ts";
 import type { JobEnd, JobListener, JobOutcome } from "./events.ts";
 import { awaitStubbornJob, followJob, stopJob } from "./follow.ts";
+import type { Nudges } from "./nudge.ts";
+import { admitPrompt } from "./prompt-admission.ts";
+import { comfyKnows, type PromptIds } from "./prompt-ids.ts";
+import type { SharedQueue } from "./queue-share.ts";
 import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
 
@@ -53,16 +57,30 @@ export interface ImageJobDeps {
   settings: ImageJobSettings;
   tracker: JobTracker;
   emit: JobListener;
+  /** prompt_ids in use or used recently: a reused one is refused. */
+  promptIds: PromptIds;
+  /** One /queue read per poll for all followers (a ComfyUI without the jobs API). */
+  queue?: SharedQueue;
+  /** Wakes followers when a client cancels its jobs (proxy/comfy-cancels.ts). */
+  nudges?: Nudges;
 }
 
 let nextJobId = 1;
 
-export async function handleImageJob(req: Request, clientIp: string | undefined, deps: ImageJobDeps): Promise<Response> {
+export async function handleImageJob(incoming: Request, clientIp: string | undefined, deps: ImageJobDeps): Promise<Response> {
   const { sessions, settings, emit } = deps;
+  // Before the GPU: ComfyUI's cross-site rule, and a prompt_id this job can be followed by.
+  const admission = await admitPrompt(incoming, { comfy: deps.comfy, ids: deps.promptIds });
+  if (!admission.ok) return errorResponse("comfy", admission.reply);
+  const req = admission.request;
+  const sentId = admission.body.promptId;
+  const clientId = admission.body.clientId;
+  const fresh = admission.fresh;
   const jobId = nextJobId++;
+  emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
   const clientSignal = req.signal;
   let lease: SessionTicket | undefined;
-  let promptId: string | undefined;
+  let promptId: string | undefined = sentId;
   let acquiredAt = 0;
   let heldMs = 0;
   let everHeld = false;
@@ -124,8 +142,6 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   let sent: AbortSignal | undefined;
   const fetchSignal = () => (sent = AbortSignal.timeout(settings.jobTimeoutMs));
   const noAnswer = (s: AbortSignal): JobOutcome => (s.aborted ? "timeout" : "upstream_error");
-  emit({ phase: "arrived", jobId, client: clientIp });
-  let clientId: string | undefined;
   const started = performance.now();
   let result;
   try {
@@ -136,14 +152,14 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
       clientIp,
       retry: settings.retry,
       acquire,
-      // A buffered body is read once more for its client_id: who sent the job, on the status page.
-      onBody: (bytes) => void (clientId = clientIdOf(bytes)),
       onRetry: (n) => {
         sent = undefined;
         emit({ phase: "retrying", jobId, ...n });
       },
     });
   } catch (err) {
+    // A client that left before its prompt went out may send the same id again.
+    if (!sent) deps.promptIds.forget(sentId);
     release(sent ? noAnswer(sent) : "client_gone");
     throw err;
   }
@@ -166,42 +182,45 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
   }
 
   const res = result.response;
+  const forwarded = (status: number, answeredPromptId?: string) =>
+    emit({ phase: "forwarded", jobId, status, promptId: sentId, answeredPromptId, clientId, durationMs: performance.now() - started });
   if (res.status !== 200 || res.body === null) {
-    emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started, clientId });
+    forwarded(res.status);
+    // A 4xx queued nothing: the GPU goes back at once, and the id may be sent again. Any other
+    // answer (a 5xx from ComfyUI or a proxy in front of it) may hide a queued job: ComfyUI is asked.
+    if (res.status < 500 && res.status !== 200) deps.promptIds.forget(sentId);
+    if ((res.status >= 500 || res.status === 200) && (await comfyKnows(deps.comfy, sentId)) === "known") {
+      followAll([sentId]);
+      return relayResponse(res);
+    }
     release("rejected");
     return relayResponse(res);
   }
 
+  // The job is followed by the id that was sent; ComfyUI's answer is still read, and an answer
+  // naming another id (a ComfyUI or plugin that rewrites ids) gets that one followed as well.
   const captured = captureHead(res.body, settings.promptCaptureLimit);
   void captured.head.then((head) => {
-    promptId = findPromptId(head);
-    emit({ phase: "forwarded", jobId, status: res.status, promptId, durationMs: performance.now() - started, clientId });
-    if (!promptId) return void release("no_prompt_id");
+    const answered = findPromptId(head);
+    const other = answered !== undefined && answered !== sentId ? answered : undefined;
+    forwarded(res.status, other);
+    followAll(other ? [sentId, other] : [sentId]);
+  });
+  return relayResponse(res, captured.body);
+
+  function followAll(ids: string[]): void {
     lease?.accepted();
-    const id = promptId;
-    void deps.tracker.run({ jobId, promptId: id, since: Date.now() }, async () => {
+    void deps.tracker.run({ jobId, promptId: sentId, since: Date.now() }, async () => {
       let outcome: JobOutcome = "failed";
-      const followed = sessions.follow(id);
+      const followed = ids.map((id) => sessions.follow(id));
       try {
-        outcome = await followToEnd(jobId, id, deps);
+        for (const id of ids) outcome = await followToEnd(jobId, id, deps, fresh && id === sentId);
       } finally {
-        if (deps.tracker.interrupted.delete(id)) outcome = "interrupted";
-        followed.done();
+        if (ids.some((id) => deps.tracker.interrupted.delete(id))) outcome = "interrupted";
+        for (const f of followed) f.done();
       }
       if (await release(outcome)) await warm(deps);
     });
-  });
-  return relayResponse(res, captured.body);
-}
-
-/** The /prompt body's `client_id` (ComfyUI's name for the browser tab or script that sent it). */
-function clientIdOf(bytes: Uint8Array): string | undefined {
-  try {
-    const body: unknown = JSON.parse(new TextDecoder().decode(bytes));
-    const id = typeof body === "object" && body !== null ? (body as { client_id?: unknown }).client_id : undefined;
-    return typeof id === "string" && id.length <= 200 ? id : undefined;
-  } catch {
-    return undefined;
   }
 }
 
@@ -227,6 +246,7 @@ async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
 const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
   success: "completed",
   error: "failed",
+  cancelled: "cancelled",
   lost: "lost",
   timeout: "timeout",
   interrupted: "timeout",
@@ -238,7 +258,7 @@ const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
  * interrupted (the watchdog); one that will not stop keeps the GPU for one more JOB_TIMEOUT with
  * the interrupt repeated, and is then handed on with an error line: bounded either way.
  */
-async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
+async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps, fresh = false): Promise<JobOutcome> {
   const { comfy, settings, emit, sessions } = deps;
   const t0 = performance.now();
   let running = false;
@@ -251,6 +271,9 @@ async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps):
       running = true;
       emit({ phase: "started", jobId, promptId });
     },
+    queue: deps.queue,
+    nudges: deps.nudges,
+    fresh,
   });
   let end: JobEnd;
   if (seen.end === "overrun") {
@@ -265,10 +288,56 @@ async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps):
   return OUTCOME_OF[end];
 }
 
-/** /free, then poll /system_stats until the VRAM is back or FREE_TIMEOUT passes. Never throws. */
+/**
+ * /free, then poll /system_stats until the VRAM is back or FREE_TIMEOUT passes. When it is not
+ * back, ComfyUI's queue is read before the card is handed on: while it still holds any job
+ * (ours, or one queued around the turnstile) ComfyUI is working, so the card stays held (and the
+ * log says so) until the queue is empty, for at most JOB_TIMEOUT; then memory gets one more
+ * FREE_TIMEOUT. Never throws.
+ */
 async function freeComfy(jobId: number, promptId: string | undefined, deps: ImageJobDeps): Promise<void> {
   const { comfy, settings, emit } = deps;
   const f0 = performance.now();
+  let r = await freeAndVerify(comfy, settings);
+  if (!r.released) {
+    const busy = await queuedJobs(comfy);
+    if (busy.length > 0) {
+      emit({ phase: "still_busy", jobId, promptIds: busy.slice(0, 10), jobs: busy.length, boundMs: settings.jobTimeoutMs });
+      const emptied = await queueEmptied(comfy, settings.jobTimeoutMs, settings.freePollIntervalMs);
+      if (!emptied) r = { ...r, error: `ComfyUI still had jobs queued after JOB_TIMEOUT (${settings.jobTimeoutMs} ms); ${r.error}` };
+      else r = await freeAndVerify(comfy, settings);
+    }
+  }
+  emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, ...r });
+}
+
+/** The ids ComfyUI runs or has pending (jobs API, else /queue); [] when it has none or cannot say. */
+async function queuedJobs(comfy: ComfyClient): Promise<string[]> {
+  const jobs = await comfy.jobs(["in_progress", "pending"]).catch(() => undefined);
+  if (Array.isArray(jobs)) return jobs.map((j) => j.id);
+  const q = await comfy.queue().catch(() => undefined);
+  return q ? [...q.running, ...q.pending] : [];
+}
+
+/** Polls /queue until it is empty (true) or `boundMs` passes (false). */
+async function queueEmptied(comfy: ComfyClient, boundMs: number, pollMs: number): Promise<boolean> {
+  const deadline = performance.now() + boundMs;
+  for (;;) {
+    if ((await queuedJobs(comfy)).length === 0) return true;
+    const left = deadline - performance.now();
+    if (left <= 0) return false;
+    await sleep(Math.min(pollMs, left));
+  }
+}
+
+interface FreeResult {
+  vramBefore?: number;
+  vramAfter?: number;
+  released: boolean;
+  error?: string;
+}
+
+async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Promise<FreeResult> {
   const deadline = Date.now() + settings.freeTimeoutMs;
   let vramBefore: number | undefined;
   let vramAfter: number | undefined;
@@ -302,7 +371,7 @@ async function freeComfy(jobId: number, promptId: string | undefined, deps: Imag
         ? `VRAM not released within FREE_TIMEOUT (${settings.freeTimeoutMs} ms): ${describeFetchError(err)}`
         : describeFetchError(err);
   }
-  emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, vramBefore, vramAfter, released, error });
+  return { vramBefore, vramAfter, released, error };
 }
 
 /** WARM_MODEL: reload the chat model once the GPU is idle. It loads a model, so it holds an LLM slot. */

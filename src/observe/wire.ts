@@ -134,7 +134,13 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
       case "retrying":
         log.warn(`image job ${e.jobId}: ComfyUI unavailable, retrying`, { job: e.jobId, attempt: e.attempt, delay_ms: msField(e.delayMs), reason: e.reason });
         return;
+      case "received":
+        log.debug(`image job ${e.jobId}: /prompt received`, { job: e.jobId, prompt_id: e.promptId, minted: e.minted, client_id: e.clientId });
+        return;
       case "forwarded":
+        if (e.answeredPromptId) {
+          log.warn(`image job ${e.jobId}: ComfyUI answered with another prompt_id than the one sent; following both`, { job: e.jobId, sent: e.promptId, answered: e.answeredPromptId });
+        }
         if (e.promptId) times(e.jobId).promptId = e.promptId;
         log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, { job: e.jobId, prompt_id: e.promptId ?? "-", forward_ms: msField(e.durationMs) });
         return;
@@ -155,6 +161,13 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
           job: e.jobId,
           prompt_id: e.promptId,
           grace_ms: msField(e.graceMs),
+        });
+        return;
+      case "still_busy":
+        log.warn(`image job ${e.jobId}: ComfyUI's memory is not back and its queue still holds ${e.jobs} job(s); keeping the GPU until it is empty`, {
+          job: e.jobId,
+          prompt_ids: e.promptIds.join(","),
+          bound_ms: msField(e.boundMs),
         });
         return;
       case "freed": {

@@ -14,6 +14,7 @@ import type { BodyEnd } from "../upstream/h1-pool.ts";
 import { formatDuration } from "../config/duration.ts";
 import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply } from "../http/dialect.ts";
 import { admit, requestPath, type RequestTarget } from "./front-door.ts";
+import type { PassWatch } from "./comfy-cancels.ts";
 import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "../http/forward.ts";
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
 import { modelFieldWatcher } from "../ollama/model-field.ts";
@@ -113,6 +114,8 @@ export interface ListenerAppDeps {
   upstreamDown?: () => boolean;
   /** Drops a client's connection without an error (the listener's server; see h1-pool.ts's cutClient). */
   cutClient?: (req: Request) => void;
+  /** Sees requests that pass through (the ComfyUI listener's cancel routes, comfy-cancels.ts). */
+  watchPass?: (method: string, routedPath: string) => PassWatch | undefined;
 }
 
 type Info = RequestInfo;
@@ -186,7 +189,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     try {
       if (cls === "llm") return await proxyLLM(req, url, door.routed, clientIp, deps, info, t0);
       if (cls === "image" && deps.imageJob) return answered(await handleImageJob(req, clientIp, deps.imageJob), req.signal, observer, info, t0);
-      return await proxyPass(req, url, clientIp, deps, info, t0);
+      return await proxyPass(req, url, clientIp, deps, info, t0, deps.watchPass?.(req.method, door.routed));
     } catch (err) {
       const res = req.signal.aborted ? new Response(null, { status: CLIENT_CLOSED }) : internalError(deps, req, url.pathname, err);
       return answered(res, req.signal, observer, info, t0);
@@ -236,7 +239,7 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
   return res;
 }
 
-async function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
+async function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch): Promise<Response> {
   const result = await forward(req, {
     upstream: deps.upstream,
     url,
@@ -247,7 +250,9 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
     knownDown: deps.upstreamDown?.(),
     cutClient: cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
+    onBody: pass && ((b) => pass.body(b)),
   });
+  if (result.ok) pass?.answered(result.response.status);
   const res = result.ok ? result.response : unreachable(deps, req, url, result.reason);
   return answered(res, req.signal, deps.observer, info, t0);
 }

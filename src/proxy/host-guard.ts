@@ -57,6 +57,9 @@ let netModule: typeof import("node:net") | undefined;
 const net = (): typeof import("node:net") => (netModule ??= require("node:net") as typeof import("node:net"));
 const isIP = (s: string): number => net().isIP(s);
 
+/** An IPv4 or IPv6 address, not a name. */
+export const isIpLiteral = (host: string): boolean => isIP(host) !== 0;
+
 let ranges: { local: BlockList; loopback: BlockList } | undefined;
 function rangeLists(): { local: BlockList; loopback: BlockList } {
   if (ranges) return ranges;

@@ -1,7 +1,8 @@
 /**
  * A simulated ComfyUI server on loopback: the fake behind the end-to-end tests and the image
- * tenant of the `demo` command. Routes, status codes and bodies follow ../shared/api (C1–C8,
- * v0.3.64 shapes), every route also answers under `/api`, and bodies are Python json.dumps text.
+ * tenant of the `demo` command. Routes, status codes and bodies follow ../shared/api (C1–C8 in
+ * v0.3.64 shapes, plus today's jobs API and prompt_id rule unless `legacy`), every route also
+ * answers under `/api`, and bodies are Python json.dumps text.
  */
 import { randomUUID } from "node:crypto";
 import type { ServerWebSocket } from "bun";
@@ -32,7 +33,10 @@ export interface ComfySimOptions {
   forgetJobs?: boolean;
   /** Jobs for which this returns true end with execution_error (also `extra_data.sim_fail`). */
   failJobs?: (promptId: string) => boolean;
-  /** 403 when Host is loopback and Origin names another host (default true; C7). */
+  /**
+   * 403 when Host is loopback and Origin names another host (default true; C7). false is ComfyUI
+   * started with `--enable-cors-header` (its /system_stats argv says so).
+   */
   checkOrigin?: boolean;
   /** Echo every websocket frame a client sends, unchanged (for relay tests). */
   wsEcho?: boolean;
@@ -42,6 +46,11 @@ export interface ComfySimOptions {
   previewBytes?: number;
   /** Where prompt-enhancer nodes with an empty URL field call Ollama (comfyui-ollama's OLLAMA_HOST). */
   ollamaUrl?: string;
+  /**
+   * Behave like ComfyUI v0.3.64: any string is a prompt_id and there is no jobs API (its routes
+   * 404 as unknown routes). Default false: today's ComfyUI (api-facts S3).
+   */
+  legacy?: boolean;
   /** Keep `calls` (default true); benchmarks turn it off. */
   recordCalls?: boolean;
   /** Listen address; loopback only (default 127.0.0.1). */
@@ -90,8 +99,12 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     server: Bun.Server<WsData>;
   }
 
-  /** create_origin_only_middleware: a browser on another site must not reach a loopback ComfyUI. */
+  /**
+   * create_origin_only_middleware: a browser on another site must not reach a loopback ComfyUI.
+   * Today's version first refuses whatever the browser calls cross-site (Sec-Fetch-Site).
+   */
   function originRejected(req: Request): boolean {
+    if (checkOrigin && !opts.legacy && req.headers.get("sec-fetch-site") === "cross-site") return true;
     const host = req.headers.get("host");
     const origin = req.headers.get("origin");
     if (!checkOrigin || host === null || origin === null) return false;
@@ -131,7 +144,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
       ollamaUrl: opts.ollamaUrl,
       fail: opts.failJobs,
     });
-    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port });
+    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port, legacy: opts.legacy ?? false, cors: !checkOrigin });
 
     async function handle(req: Request, server: Bun.Server<WsData>): Promise<Response | undefined> {
       const url = new URL(req.url);

@@ -3,7 +3,8 @@
  * - a request that carries `Authorization: Bearer <token>` is judged by the token alone: the
  *   admin token passes from anywhere, any other token is refused — from loopback too, so a
  *   script with a stale token fails loudly instead of working by accident on one machine;
- * - without a token, loopback clients (127.0.0.0/8, ::1, ::ffff:127.x) pass;
+ * - without a token, loopback clients (127.0.0.0/8, ::1, ::ffff:127.x) pass, if the Host they sent
+ *   names this machine: a DNS-rebinding page also comes from loopback, but under its own name;
  * - everyone else is refused.
  * Pure: the listener hands in the peer address it saw.
  */
@@ -13,14 +14,17 @@ export type Authorisation =
   | { ok: true; via: "loopback" | "token" }
   | { ok: false; reason: string };
 
-export function authorise(clientAddress: string | undefined, authorization: string | null, adminToken: string): Authorisation {
+export function authorise(clientAddress: string | undefined, authorization: string | null, adminToken: string, hostNamesMachine = true): Authorisation {
   const token = bearerToken(authorization);
   if (token !== undefined) {
     if (adminToken === "") return { ok: false, reason: "a bearer token was sent, but no ADMIN_TOKEN is set" };
     if (!sameSecret(token, adminToken)) return { ok: false, reason: "wrong admin token" };
     return { ok: true, via: "token" };
   }
-  if (clientAddress !== undefined && isLoopback(clientAddress)) return { ok: true, via: "loopback" };
+  if (clientAddress !== undefined && isLoopback(clientAddress)) {
+    if (hostNamesMachine) return { ok: true, via: "loopback" };
+    return { ok: false, reason: "the Host header does not name this machine (a DNS-rebinding page?); use localhost, an IP address, a name in ALLOWED_HOSTS, or Authorization: Bearer <ADMIN_TOKEN>" };
+  }
   return {
     ok: false,
     reason: adminToken === "" ? "only loopback clients may do this (set ADMIN_TOKEN to allow others)" : "this needs Authorization: Bearer <ADMIN_TOKEN>",

@@ -115,6 +115,9 @@ export type StatusEvent =
   | { type: "upstream"; data: { name: UpstreamName } & UpstreamView }
   | { type: "lease"; data: LeaseEvent };
 
+/** LLM requests and session jobs listed in the status document and the `holders` event; the rest are counted. */
+export const MAX_LISTED = 100;
+
 export interface StatusDoc {
   version: string;
   /** Ollama's resident models as its /api/ps last said (null until read), and when (epoch ms). */
@@ -124,6 +127,8 @@ export interface StatusDoc {
   comfy_memory: (ComfyMemory & { at: number }) | null;
   /** Everyone waiting for the card, oldest first, each with its reason and estimate. */
   waiting: WaiterView[];
+  /** Waiters left out of `waiting` (exact). */
+  waiting_omitted: number;
   state: GpuState;
   state_since: string;
   /** Epoch ms of this document, so a page can age the `since` fields with its own clock. */
@@ -132,7 +137,10 @@ export interface StatusDoc {
     inflight: number;
     waiting: number;
     oldest_wait_ms: number;
+    /** The first MAX_LISTED requests, those holding a slot first, oldest first (bounded: one event stays small). */
     requests: LlmRequestView[];
+    /** Requests left out of `requests` (exact). */
+    requests_omitted: number;
   };
   image: {
     running: (ImageJobView & { age_ms: number }) | null;
@@ -142,10 +150,15 @@ export interface StatusDoc {
     waiting: number;
     /** Image jobs between tries at a ComfyUI that refused the connection (not holding the GPU). */
     retrying: number;
-    /** The image session: every job it holds, oldest first; null when none. */
-    session: { jobs: (ImageJobView & { age_ms: number })[] } | null;
-    /** Every image job the turnstile has, waiting, retrying or holding, oldest first. */
+    /**
+     * The image session: its jobs, oldest first, at most MAX_LISTED, and how many more it holds
+     * (exact); null when none.
+     */
+    session: { jobs: (ImageJobView & { age_ms: number })[]; jobs_omitted: number } | null;
+    /** Every image job the turnstile has, waiting, retrying or holding, oldest first, at most MAX_LISTED. */
     jobs: (ImageJobView & { age_ms: number })[];
+    /** Jobs left out of `jobs` (exact). */
+    jobs_omitted: number;
   };
   /** The GPU lease held by an outside program, if any. */
   lease: { id: string; holder: string; since: number; age_ms: number; expires_at: string; expires_in_ms: number } | null;
@@ -273,13 +286,14 @@ export class StatusModel {
 
   onJob(e: ImageJobEvent): void {
     // A session's end and an unstoppable job change no job's phase; the jobs' own events follow.
-    if (e.phase === "warmed" || e.phase === "warm_skipped" || e.phase === "session_ended" || e.phase === "unstoppable") return;
+    if (e.phase === "warmed" || e.phase === "warm_skipped" || e.phase === "session_ended" || e.phase === "unstoppable" || e.phase === "still_busy") return;
     const at = this.#now();
     let job = this.#jobs.get(e.jobId);
     switch (e.phase) {
-      case "arrived":
-        job = { job: e.jobId, prompt_id: null, phase: "waiting", since: at, phase_since: at, waited_ms: 0, arrived: at };
+      case "received":
+        job = { job: e.jobId, prompt_id: e.promptId, phase: "waiting", since: at, phase_since: at, waited_ms: 0, arrived: at };
         if (e.client !== undefined) job.client = e.client;
+        if (e.clientId !== undefined) job.client_id = e.clientId;
         this.#jobs.set(e.jobId, job);
         break;
       case "left":
@@ -397,7 +411,7 @@ export class StatusModel {
   snapshot(withClients: boolean): StatusDoc {
     const now = this.#now();
     this.#pruneSpans(now);
-    const { llm, image, waiting } = this.holders(withClients, now);
+    const { llm, image, waiting, waiting_omitted } = this.holders(withClients, now);
     const upstreams: StatusDoc["upstreams"] = {};
     for (const [name, v] of this.#upstreams) upstreams[name] = { ...v };
     return {
@@ -409,6 +423,7 @@ export class StatusModel {
       models_at: this.#modelsAt,
       comfy_memory: this.#comfyMemory && { ...this.#comfyMemory },
       waiting,
+      waiting_omitted,
       llm,
       image,
       lease: this.#leaseView(now),
@@ -422,7 +437,7 @@ export class StatusModel {
    * Who holds the GPU and who waits. With `now`, ages are filled in; without, they are 0 and
    * only the `since` times tell them, so two calls compare equal while nothing changed.
    */
-  holders(withClients: boolean, now?: number): Pick<StatusDoc, "llm" | "image" | "waiting"> {
+  holders(withClients: boolean, now?: number): Pick<StatusDoc, "llm" | "image" | "waiting" | "waiting_omitted"> {
     const requests: StatusDoc["llm"]["requests"] = [];
     let nested: LlmRequestView[] | undefined;
     const waiters: { key: WaiterKey; view: Omit<WaiterView, "reason" | "retry_after_s"> }[] = [];
@@ -470,10 +485,26 @@ export class StatusModel {
     const reasons = waitReasons({ state: this.#state, llmHolding: inflight, imageJob: running?.job ?? null, lease: this.#lease?.holder ?? null }, waiters.map((w) => w.key));
     const retryAfterS = waiters.length > 0 ? this.#retryAfterS() : 0;
     const count = (phase: ImagePhase) => jobs.reduce((n, j) => n + (j.phase === phase ? 1 : 0), 0);
+    // Thousands of waiters must not push one `holders` event past a reader's limit (events.ts):
+    // each list is cut at MAX_LISTED, with the exact count of what was left out beside it.
+    const requestsOmitted = Math.max(0, requests.length - MAX_LISTED);
+    if (requestsOmitted > 0) {
+      requests.sort((a, b) => Number(a.waiting) - Number(b.waiting) || a.since - b.since);
+      requests.length = MAX_LISTED;
+    }
     return {
-      llm: { inflight, waiting: waiters.reduce((n, w) => n + (w.key.kind === "llm" ? 1 : 0), 0), oldest_wait_ms: oldestWait, requests },
-      image: { running, queued: count("queued"), waiting: count("waiting"), retrying: count("retrying"), session: held.length > 0 ? { jobs: held } : null, jobs },
-      waiting: waiters.map((w, i) => ({ ...w.view, reason: reasons[i]!, retry_after_s: retryAfterS })),
+      llm: { inflight, waiting: waiters.reduce((n, w) => n + (w.key.kind === "llm" ? 1 : 0), 0), oldest_wait_ms: oldestWait, requests, requests_omitted: requestsOmitted },
+      image: {
+        running,
+        queued: count("queued"),
+        waiting: count("waiting"),
+        retrying: count("retrying"),
+        session: held.length > 0 ? { jobs: held.slice(0, MAX_LISTED), jobs_omitted: Math.max(0, held.length - MAX_LISTED) } : null,
+        jobs: jobs.slice(0, MAX_LISTED),
+        jobs_omitted: Math.max(0, jobs.length - MAX_LISTED),
+      },
+      waiting: waiters.slice(0, MAX_LISTED).map((w, i) => ({ ...w.view, reason: reasons[i]!, retry_after_s: retryAfterS })),
+      waiting_omitted: Math.max(0, waiters.length - MAX_LISTED),
     };
   }
 

@@ -3,6 +3,8 @@
  * page, and steering (force-release, GPU leases). Answers are JSON (errors included), never proxied.
  */
 import { parseDuration } from "../config/duration.ts";
+import { readCapped } from "../http/read-capped.ts";
+import { hostName } from "../proxy/host-guard.ts";
 import { authorise, crossSiteRequest, forbidden } from "./auth.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
@@ -22,11 +24,20 @@ export interface StatusRoutesDeps {
   adminToken: string;
   /** Absent: the steering routes answer 404 (tests of the read-only part). */
   steering?: Steering;
+  /**
+   * Whether a Host header names this machine (localhost, an IP literal, its own names,
+   * ALLOWED_HOSTS), whatever the listener binds. A loopback client needs such a Host to pass
+   * without the token: a DNS-rebinding page comes from loopback too, but under its own name.
+   * Default: `localhost` and IP literals only.
+   */
+  machineHost?: (host: string) => boolean;
 }
 
 const LEASE_PATH = /^\/turnstile\/lease\/([0-9a-f-]{1,64})(\/renew)?$/;
 
 export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: string | undefined) => Response | Promise<Response> {
+  const machineHost = deps.machineHost ?? localOrIp;
+  const namesMachine = (host: string | null) => host === null || machineHost(host);
   return (req, clientIp) => {
     const path = new URL(req.url).pathname;
     // The page's links are relative to /turnstile/, so the bare prefix is sent there.
@@ -35,15 +46,15 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
       const h = req.headers;
       const site = crossSiteRequest(h.get("origin"), h.get("host"), h.get("sec-fetch-site"));
       if (!site.ok) return forbidden(site);
-      const auth = authorise(clientIp, h.get("authorization"), deps.adminToken);
+      const auth = authorise(clientIp, h.get("authorization"), deps.adminToken, namesMachine(h.get("host")));
       if (!auth.ok) return forbidden(auth);
       return steer(deps.steering, req, path, clientIp ?? "unknown").catch(refusal);
     }
     if (req.method !== "GET" && req.method !== "HEAD") {
       return Response.json({ error: `gpu-turnstile: ${req.method} is not allowed on ${path}` }, { status: 405, headers: { allow: "GET, HEAD" } });
     }
-    // Client addresses are shown to those who may steer (loopback or the admin token) only.
-    const trusted = () => authorise(clientIp, req.headers.get("authorization"), deps.adminToken).ok;
+    // Client addresses are shown only to those who may steer (loopback under a name of this machine, or the admin token).
+    const trusted = () => authorise(clientIp, req.headers.get("authorization"), deps.adminToken, namesMachine(req.headers.get("host"))).ok;
     switch (path) {
       case "/turnstile/":
         return new Response(page, {
@@ -94,11 +105,11 @@ async function steer(s: Steering, req: Request, path: string, by: string): Promi
 /** A lease request's body is a few dozen bytes; more is a mistake. */
 const MAX_LEASE_BODY = 4096;
 
-/** `{"holder": "...", "ttl": "2h"}`, both optional; an empty body is `{}`. */
+/** `{"holder": "...", "ttl": "2h"}`, both optional; an empty body is `{}`. Cut at 4 KiB while it is read. */
 async function leaseBody(req: Request): Promise<{ holder?: string; ttlMs?: number }> {
-  if (Number(req.headers.get("content-length") ?? 0) > MAX_LEASE_BODY) throw new LeaseRefused(413, `gpu-turnstile: a lease request body is at most ${MAX_LEASE_BODY} bytes`);
-  const text = await req.text();
-  if (text.length > MAX_LEASE_BODY) throw new LeaseRefused(413, `gpu-turnstile: a lease request body is at most ${MAX_LEASE_BODY} bytes`);
+  const bytes = await readCapped(req, MAX_LEASE_BODY);
+  if (bytes === undefined) throw new LeaseRefused(413, `gpu-turnstile: a lease request body is at most ${MAX_LEASE_BODY} bytes`);
+  const text = new TextDecoder().decode(bytes);
   if (text.trim() === "") return {};
   let body: unknown;
   try {
@@ -118,6 +129,12 @@ async function leaseBody(req: Request): Promise<{ holder?: string; ttlMs?: numbe
   } catch (err) {
     throw new LeaseRefused(400, `gpu-turnstile: ttl: ${err instanceof Error ? err.message : String(err)}`);
   }
+}
+
+/** `localhost` (and names under it) or an IP literal: names no rebinding page can take. */
+function localOrIp(hostHeader: string): boolean {
+  const h = hostName(hostHeader);
+  return h === "" || h === "localhost" || h.endsWith(".localhost") || /^[0-9.]+$/.test(h) || h.includes(":");
 }
 
 function notAllowed(req: Request, path: string, allow: string): Response {

@@ -159,7 +159,8 @@ export function clientResponseHeaders(upstream: Headers): Headers {
   return stripHopByHop(new Headers(upstream));
 }
 
-function originHost(origin: string): string | undefined {
+/** The host (and port) an Origin names, lower-case; undefined when it is no URL. */
+export function originHost(origin: string): string | undefined {
   try {
     return new URL(origin).host.toLowerCase();
   } catch {

@@ -11,7 +11,21 @@ describe("JobWatch", () => {
     const w = new JobWatch(1000, 0);
     expect(w.see(running, 10)).toBeUndefined();
     expect(w.see({ ...missing, history: "success" }, 20)).toBe("success");
-    expect(new JobWatch(1000, 0).see({ ...running, history: "error" }, 5)).toBe("error");
+    expect(new JobWatch(1000, 0).see({ ...missing, history: "error" }, 5)).toBe("error");
+    expect(new JobWatch(1000, 0).see({ ...missing, history: "cancelled" }, 5)).toBe("cancelled");
+  });
+
+  test("an end while the queue still holds the id is not the job's end (a reused id's old entry)", () => {
+    const w = new JobWatch(60_000, 0);
+    expect(w.see({ ...running, history: "success" }, 10)).toBeUndefined();
+    expect(w.see({ ...running, place: "pending", history: "error" }, 20)).toBeUndefined();
+    expect(w.see({ ...missing, history: "success" }, 30)).toBe("success");
+  });
+
+  test("a job a client named in a cancel or delete is over at the first miss", () => {
+    expect(new JobWatch(60_000, 0).see({ ...missing, named: true }, 10)).toBe("cancelled");
+    // Named but still there (an interrupt that has not landed yet): the watch goes on.
+    expect(new JobWatch(60_000, 0).see({ ...running, named: true }, 10)).toBeUndefined();
   });
 
   test("lost after two polls in a row miss it, not after one", () => {

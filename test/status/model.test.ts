@@ -65,12 +65,12 @@ describe("StatusModel", () => {
     for (const id of [2, 3]) {
       model.onJob({ phase: "released", jobId: id, promptId: `p-${id}`, outcome: "completed", heldMs: 9, gpuReleased: id === 3 });
     }
-    expect(model.snapshot(false).image).toEqual({ running: null, queued: 0, waiting: 0, retrying: 0, session: null, jobs: [] });
+    expect(model.snapshot(false).image).toEqual({ running: null, queued: 0, waiting: 0, retrying: 0, session: null, jobs: [], jobs_omitted: 0 });
   });
 
   test("an image job goes waiting → unloading → sending → queued → running → freeing → recent, its queue time apart from its run", () => {
     const { model, events, advance } = setup();
-    model.onJob({ phase: "arrived", jobId: 7, client: "10.0.0.9" });
+    model.onJob({ phase: "received", jobId: 7, promptId: "p7", minted: true, client: "10.0.0.9" });
     expect(model.snapshot(false).image).toMatchObject({ running: null, waiting: 1, session: null });
     expect(model.snapshot(true).image.jobs).toMatchObject([{ job: 7, phase: "waiting", client: "10.0.0.9" }]);
     expect(model.snapshot(false).image.jobs[0]!.client).toBeUndefined();
@@ -123,7 +123,7 @@ describe("StatusModel", () => {
 
   test("an image job backing off from a ComfyUI that refused the connection holds nothing until it has the GPU again", () => {
     const { model } = setup();
-    model.onJob({ phase: "arrived", jobId: 3 });
+    model.onJob({ phase: "received", jobId: 3, promptId: "p3", minted: true });
     model.onJob({ phase: "acquired", jobId: 3, waitedMs: 5, joined: false });
     model.onJob({ phase: "retrying", jobId: 3, attempt: 1, delayMs: 20, reason: "connection refused" });
     let image = model.snapshot(false).image;
@@ -136,7 +136,7 @@ describe("StatusModel", () => {
 
   test("a job whose client left while it waited goes without a trace in recent", () => {
     const { model } = setup();
-    model.onJob({ phase: "arrived", jobId: 4 });
+    model.onJob({ phase: "received", jobId: 4, promptId: "p4", minted: true });
     model.onJob({ phase: "left", jobId: 4 });
     expect(model.snapshot(false).image.jobs).toEqual([]);
     expect(model.snapshot(false).recent).toEqual([]);
@@ -168,7 +168,7 @@ describe("StatusModel", () => {
     model.admitted(dead);
     model.retrying(dead);
     clock += 10;
-    model.onJob({ phase: "arrived", jobId: 5, client: "10.0.0.4" });
+    model.onJob({ phase: "received", jobId: 5, promptId: "p5", minted: true, client: "10.0.0.4" });
     leases[0]!.since = (clock += 10);
     clock += 10;
     const late = model.start("/api/generate", "10.0.0.5");

@@ -3,7 +3,7 @@ import { GpuLock } from "../../src/lock/index.ts";
 import { EventHub } from "../../src/status/events.ts";
 import { StatusModel, type StatusDoc } from "../../src/status/model.ts";
 import { statusRoutes } from "../../src/status/routes.ts";
-import { Steering } from "../../src/status/steer.ts";
+import { bareSteering } from "./helpers.ts";
 
 const TOKEN = "admin-token-0123456789";
 
@@ -32,17 +32,7 @@ test("client addresses are shown to loopback and to the admin token only", async
 test("steering: a non-loopback client without the token gets 403 JSON, 127.x and the token pass; can_steer tells the page", async () => {
   const lock = new GpuLock();
   const model = new StatusModel({ version: "v1", lock, upstreams: [] });
-  const log = { warn() {}, notice() {} };
-  const steering = new Steering({
-    lock,
-    llm: { cutAll: () => 0 },
-    jobs: { active: () => [] },
-    comfy: undefined,
-    ollama: undefined,
-    settings: { maxTtlMs: 60_000, unloadTimeoutMs: 1000, unloadPollIntervalMs: 10, probeTimeoutMs: 100, freeTimeoutMs: 100, pollMs: 10 },
-    log,
-    onLease: (e) => model.onLease(e),
-  });
+  const steering = bareSteering(lock, model);
   const r = statusRoutes({ model, hub: new EventHub({ model }), adminToken: TOKEN, steering });
   const post = (headers: Record<string, string> = {}) => new Request("http://t/turnstile/release", { method: "POST", headers });
   const refused = await r(post(), "192.168.1.5");

@@ -244,3 +244,108 @@ test(`the same workload straight at the simulators does overlap, so the check ab
     expect(gpu.overlaps().length).toBeGreaterThan(0);
   });
 });
+
+// ---------------------------------------------------------------- the outside probe's method (issue 18)
+
+type ProbeKind = "chat" | "image" | "minted" | "bad_id" | "duplicate" | "cross_site" | "cancel";
+
+interface ProbeOp {
+  kind: ProbeKind;
+  promptId: string;
+  /** For `duplicate` and `cancel`: the image op whose id it reuses. */
+  of?: number;
+  headers?: Record<string, string>;
+}
+
+const BAD_IDS = ["", "job", "x".repeat(70_000), "y".repeat(9_000), "job\ud800", "5B0A1E3C-8D4F-4F7E-9A51-2C6B9E7D3F10", "../../free"];
+const CROSS_SITE: Record<string, string>[] = [{ origin: "http://evil.example" }, { origin: "http://localhost:3000" }, { "sec-fetch-site": "cross-site" }];
+
+function probePlan(seed: number, n: number): ProbeOp[] {
+  const rand = prng(seed ^ 0x5eed);
+  const ops: ProbeOp[] = [];
+  const images: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const r = rand();
+    const any = images.length > 0 ? images[Math.floor(rand() * images.length)]! : undefined;
+    if (r < 0.35) ops.push({ kind: "chat", promptId: "" });
+    else if (r < 0.55 || any === undefined) {
+      images.push(ops.length);
+      ops.push({ kind: "image", promptId: newPromptId() });
+    } else if (r < 0.62) ops.push({ kind: "minted", promptId: "" });
+    else if (r < 0.72) ops.push({ kind: "bad_id", promptId: BAD_IDS[Math.floor(rand() * BAD_IDS.length)]! });
+    else if (r < 0.82) ops.push({ kind: "duplicate", promptId: ops[any]!.promptId, of: any });
+    else if (r < 0.92) ops.push({ kind: "cross_site", promptId: newPromptId(), headers: CROSS_SITE[Math.floor(rand() * CROSS_SITE.length)] });
+    else ops.push({ kind: "cancel", promptId: ops[any]!.promptId, of: any });
+  }
+  return ops;
+}
+
+async function runProbeOp(op: ProbeOp, ollama: string, comfy: string): Promise<number> {
+  const json = { "content-type": "application/json" };
+  const prompt = (id: string | undefined, headers: Record<string, string> = {}) => {
+    const body = JSON.parse(promptBody(id ?? "", { sim_job_ms: 8 }, fewSteps));
+    if (id === undefined) delete body.prompt_id;
+    return fetch(`${comfy}/prompt`, { method: "POST", headers: { ...json, ...headers }, body: JSON.stringify(body) });
+  };
+  let res: Response;
+  switch (op.kind) {
+    case "chat":
+      res = await fetch(`${ollama}/api/chat`, { method: "POST", headers: json, body: JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] }) });
+      break;
+    case "minted":
+      res = await prompt(undefined);
+      break;
+    case "cross_site":
+      res = await prompt(op.promptId, op.headers);
+      break;
+    case "cancel":
+      res = await fetch(`${comfy}/api/jobs/${op.promptId}/cancel`, { method: "POST" });
+      break;
+    default:
+      res = await prompt(op.promptId);
+  }
+  await res.text();
+  return res.status;
+}
+
+test(`the probe's method mixed into the traffic: bad ids, duplicates, cross-site posts and cancels never hand the card on early (seed ${SEED})`, async () => {
+  await withSeed(async () => {
+    // An older ComfyUI accepts any string as an id: the worst case for the turnstile's own checks.
+    s = await startStack({
+      ollama: SIM_TIMINGS.ollama,
+      comfy: { ...SIM_TIMINGS.comfy, legacy: true },
+      env: { LOGLEVEL: "warn", UNLOAD_POLL_INTERVAL: "2ms", HISTORY_POLL_INTERVAL: "2ms", FREE_POLL_INTERVAL: "2ms", LLM_WAIT_TIMEOUT: "60s", JOB_TIMEOUT: "20s", FREE_TIMEOUT: "10s" },
+    });
+    const ops = probePlan(SEED, Math.min(OPS, 400));
+    const statuses: number[] = new Array(ops.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < ops.length) {
+        const i = next++;
+        statuses[i] = await runProbeOp(ops[i]!, s!.t.ollamaUrl, s!.t.comfyUrl);
+      }
+    };
+    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    await s.t.settled();
+
+    expect(s.gpu.overlaps()).toEqual([]);
+    const by = (k: ProbeKind) => ops.flatMap((o, i) => (o.kind === k ? [statuses[i]] : []));
+    expect(new Set(by("bad_id"))).toEqual(new Set([400]));
+    expect(new Set(by("cross_site"))).toEqual(new Set([403]));
+    expect(new Set(by("minted"))).toEqual(new Set([200]));
+    expect(new Set(by("chat"))).toEqual(new Set([200]));
+    // Of an id and its duplicates, exactly one got in (whichever came first).
+    const groups = new Map<string, number[]>();
+    ops.forEach((o, i) => (o.kind === "image" || o.kind === "duplicate") && groups.set(o.promptId, [...(groups.get(o.promptId) ?? []), statuses[i]!]));
+    for (const [id, got] of groups) expect({ id, accepted: got.filter((x) => x === 200).length, refused: got.filter((x) => x === 400).length }).toEqual({ id, accepted: 1, refused: got.length - 1 });
+
+    // ComfyUI got only canonical ids, each once, and never a cross-site prompt.
+    const forwarded = s.comfy!.calls.filter((c) => c.method === "POST" && c.path === "/prompt");
+    const ids = forwarded.map((c) => JSON.parse(c.bodyText).prompt_id as string);
+    expect(ids.filter((id) => !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id))).toEqual([]);
+    expect(ids.length).toBe(new Set(ids).size);
+    expect(forwarded.filter((c) => c.headers.origin !== undefined || c.headers["sec-fetch-site"] !== undefined)).toEqual([]);
+    expect(s.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
+    expect(s.t.tracker.active()).toEqual([]);
+  });
+}, 30_000);

@@ -61,9 +61,9 @@ const json = (status: number, body: unknown) =>
 
 describe("the ComfyUI job is lost or outlives JOB_TIMEOUT", () => {
   test("JOB_TIMEOUT ends the wait with a warn line, still frees ComfyUI, then releases", async () => {
-    // ComfyUI answers neither /queue nor /history for the job: it can be neither seen finished
-    // nor stopped, so JOB_TIMEOUT is what ends the wait.
-    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
+    // ComfyUI (one without the jobs API) answers neither /queue nor /history for the job: it can
+    // be neither seen finished nor stopped, so JOB_TIMEOUT is what ends the wait.
+    s = await startStack({ comfy: { legacy: true }, env: { JOB_TIMEOUT: "300ms" } });
     const id = newPromptId();
     const broken = () => new Response("500 Internal Server Error", { status: 500 });
     s.comfy!.override("GET", "/queue", broken);
@@ -170,10 +170,8 @@ describe("ComfyUI's answer to /prompt", () => {
       hostname: "127.0.0.1",
       port: 0,
       socket: {
-        open() {
-          connections++;
-        },
-        data(sock) {
+        data(sock, bytes) {
+          if (bytes.toString("latin1").startsWith("POST /prompt ")) connections++;
           sock.terminate();
         },
       },
@@ -210,15 +208,16 @@ describe("ComfyUI's answer to /prompt", () => {
     await expectReleasedOnce(s, "rejected");
   });
 
-  test("200 without a prompt_id: passed back, released at once, nothing tracked", async () => {
+  test("200 without a prompt_id: passed back, and the id that was sent is followed", async () => {
     s = await startStack();
     s.comfy!.override("POST", "/prompt", () => json(200, { number: 0, node_errors: {} }));
-    const res = await submit(s.t, promptBody(newPromptId()));
+    const id = newPromptId();
+    const res = await submit(s.t, promptBody(id));
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ number: 0, node_errors: {} });
-    await expectReleasedOnce(s, "no_prompt_id");
-    expect(callsTo(s.comfy!.calls, /^\/history\//)).toEqual([]);
-    expect(callsTo(s.comfy!.calls, "/free")).toEqual([]);
+    // This ComfyUI queued nothing under that id: two polls miss it, and it is lost.
+    await expectReleasedOnce(s, "lost");
+    expect(callsTo(s.comfy!.calls, `/api/jobs/${id}`).length).toBeGreaterThanOrEqual(3);
   });
 
   test("200 larger than PROMPT_CAPTURE_LIMIT: the whole body passes, prompt_id is still found and tracked", async () => {
@@ -241,7 +240,7 @@ describe("ComfyUI's answer to /prompt", () => {
     expect(got.length).toBe(sent.length);
     expect(got).toBe(sent);
     await expectReleasedOnce(s, "completed");
-    expect(callsTo(comfy.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(1);
+    expect(callsTo(comfy.calls, `/api/jobs/${id}`).length).toBeGreaterThanOrEqual(2);
     expect(callsTo(comfy.calls, "/free")).toHaveLength(1);
     expect(s.t.logLines.some((l) => l.includes("completed; GPU released") && l.includes(id))).toBe(true);
   });
@@ -309,7 +308,7 @@ describe("/prompt gets no answer from ComfyUI: the outcome is ComfyUI's, never c
 
 describe("after ComfyUI accepted the job", () => {
   test("/history fails on every poll: polling goes on until JOB_TIMEOUT, then free and release", async () => {
-    s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
+    s = await startStack({ comfy: { legacy: true }, env: { JOB_TIMEOUT: "300ms" } });
     const id = newPromptId();
     s.comfy!.override("GET", `/history/${id}`, () => new Response("500 Internal Server Error", { status: 500 }));
     const res = await submit(s.t, promptBody(id));
@@ -401,7 +400,7 @@ describe("the client goes away", () => {
     await waitFor(() => s!.t.logLines.some((l) => l.includes("GPU released")), "job released");
     await expectReleasedOnce(s, "completed");
     expect(callsTo(s.comfy!.calls, "/prompt")).toHaveLength(1);
-    expect(callsTo(s.comfy!.calls, `/history/${id}`).length).toBeGreaterThanOrEqual(1);
+    expect(callsTo(s.comfy!.calls, `/api/jobs/${id}`).length).toBeGreaterThanOrEqual(2);
     expect(callsTo(s.comfy!.calls, "/free")).toHaveLength(1);
     expect(s.comfy!.jobs().map((j) => [j.id, j.state])).toEqual([[id, "done"]]);
   });

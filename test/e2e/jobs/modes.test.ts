@@ -59,10 +59,9 @@ test("only COMFY_URL: no Ollama calls at all, and ComfyUI is still freed and ver
   expect(bystander.calls).toEqual([]);
   expect(s.t.logLines.filter((l) => /ollama/i.test(l))).toEqual([]);
   const names = callNames(s.comfy!.calls)
-    .filter((n) => n !== "GET /queue")
+    .filter((n) => !n.startsWith("GET /api/jobs?"))
     .filter((n, i, a) => i === 0 || a[i - 1] !== n);
-  expect(callsTo(s.comfy!.calls, "/queue", "GET").length).toBeGreaterThanOrEqual(1);
-  expect(names).toEqual(["POST /prompt", `GET /history/${id}`, "GET /system_stats", "POST /free", "GET /system_stats"]);
+  expect(names).toEqual([`GET /api/jobs/${id}`, "POST /prompt", `GET /api/jobs/${id}`, "GET /system_stats", "POST /free", "GET /system_stats"]);
   expect(s.gpu.ledger.find((h) => h.tenant === "comfy")!.end).not.toBeNull();
   expect(await jobCounts(s.t)).toMatchObject({ completed: 1 });
   expect(s.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });

@@ -86,9 +86,10 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   await (await chat2).text();
   await until(async () => (await status(t.comfyUrl)).state === "idle", "back to idle");
   s = await status(t.comfyUrl);
-  expect(s.llm).toEqual({ inflight: 0, waiting: 0, oldest_wait_ms: 0, requests: [] });
-  expect(s.image).toEqual({ running: null, queued: 0, waiting: 0, retrying: 0, session: null, jobs: [] });
+  expect(s.llm).toEqual({ inflight: 0, waiting: 0, oldest_wait_ms: 0, requests: [], requests_omitted: 0 });
+  expect(s.image).toEqual({ running: null, queued: 0, waiting: 0, retrying: 0, session: null, jobs: [], jobs_omitted: 0 });
   expect(s.waiting).toEqual([]);
+  expect(s.waiting_omitted).toBe(0);
   // The image job's unload read /api/ps until it was empty; its /free read /system_stats. The
   // chat that waited then loaded its model, and the hand-off's offload check read /api/ps again.
   await until(async () => (await status(t.comfyUrl)).models?.map((m) => m.name).join() === "qwen2.5:7b", "the chat's model listed");
@@ -112,7 +113,8 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   expect(states.slice(0, 2)).toEqual(["llm", "image"]);
   expect(states.at(-1)).toBe("idle");
   const phases = (p: string) => events.filter((e) => e.event === "job" && e.data.prompt_id === p).map((e) => e.data.phase);
-  expect(phases(p1)).toEqual(["queued", "running", "freeing", "done"]);
+  // The job is known by its prompt_id from its arrival (the turnstile checked or minted it).
+  expect(phases(p1)).toEqual(["waiting", "unloading", "sending", "queued", "running", "freeing", "done"]);
   const job1Events = events.filter((e) => e.event === "job" && e.data.job === events.find((x) => x.event === "job" && x.data.prompt_id === p1)!.data.job);
   expect(job1Events.map((e) => e.data.phase)).toEqual(["waiting", "unloading", "sending", "queued", "running", "freeing", "done"]);
   expect(events.some((e) => e.event === "holders" && e.data.llm.waiting === 1)).toBe(true);

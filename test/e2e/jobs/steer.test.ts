@@ -204,3 +204,17 @@ test("a force-release while the card is being emptied for a lease ends that leas
   expect(t.lock.state).toBe("idle");
   expect((await status(t.ollamaUrl)).lease).toBeNull();
 });
+
+test("all-interfaces listener: a DNS-rebinding page (loopback, foreign Host) can neither lease nor release, and sees no addresses", async () => {
+  s = await startStack({ env: { LISTEN_OLLAMA: "0.0.0.0:0" } });
+  const base = `http://127.0.0.1:${new URL(s.t.ollamaUrl).port}`;
+  const rebound = { host: `evil.example:${new URL(s.t.ollamaUrl).port}` };
+  const lease = await fetch(`${base}/turnstile/lease`, { method: "POST", headers: { ...rebound, "content-type": "application/json" }, body: '{"ttl":"12h"}' });
+  expect(lease.status).toBe(403);
+  expect((await release(base, rebound)).status).toBe(403);
+  expect(s.t.lock.state).toBe("idle");
+  const doc = (await (await fetch(`${base}/turnstile/status`, { headers: rebound })).json()) as StatusDoc & { can_steer: boolean };
+  expect(doc.can_steer).toBe(false);
+  // The same machine under its own name still steers.
+  expect((await release(base)).status).toBe(200);
+});
