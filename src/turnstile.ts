@@ -28,6 +28,10 @@ import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
+import { startAgent } from "./balance/agent.ts";
+import { HeldJobs } from "./balance/held-jobs.ts";
+import { agentLine, readiness } from "./balance/readiness.ts";
+import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -52,6 +56,10 @@ export interface Turnstile {
   /** Force-release and GPU leases (POST /turnstile/release, /turnstile/lease). */
   readonly steering: Steering;
   readonly listeners: BoundListener[];
+  /** CARD_NAME, or the host name. */
+  readonly card: string;
+  /** AGENT_LISTEN's bound port, when it is set. */
+  readonly agentPort: number | undefined;
   listener(name: Listener): BoundListener | undefined;
   health(): HealthBody;
   /** The first round of upstream probes has been reported. */
@@ -139,10 +147,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   if (config.ollamaUrl) upstreams.push("ollama");
   if (config.comfyUrl) upstreams.push("comfy");
 
-  const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version });
+  const card = config.cardName || hostname();
+  const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version, card });
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
-  const status = new StatusModel({ version: opts.version, lock, upstreams });
+  const status = new StatusModel({ version: opts.version, lock, upstreams, card });
   lock.onEvent((e) => status.onLock(e));
   const hub = new EventHub({
     model: status,
@@ -159,6 +168,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
   };
   const estimator = new BusyEstimator();
+  const held = new HeldJobs();
   // Every LLM exchange holding a slot is watched, so a force-release can cut it; with
   // LLM_IDLE_TIMEOUT 0 the ticker never ticks and only keeps that list.
   const llmWatches = new IdleTicker(config.llmIdleTimeoutMs, config.llmIdleTimeoutMs > 0);
@@ -203,12 +213,22 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     idle: llmWatches,
     health,
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
-    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering }),
+    turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering, card }),
     llmTracker: status,
+    // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
+    imageReady: () => readiness(lock.snapshot(), upstreamHealth.comfy).ready,
+    heldImageJobs: () => lock.snapshot().imageWaiting + held.unsent,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
+  const readyzDeps: ReadyzDeps = {
+    lock: () => lock.snapshot(),
+    upstream: (cls) => (cls === "llm" ? upstreamHealth.ollama : upstreamHealth.comfy),
+    retryAfterS: () => common.busy.retryAfterS,
+    activeImageJobs: () => held.active,
+    card,
+  };
 
   const emitJob = withExtra(
-    withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
     opts.onJobEvent,
   );
   const imageJob: ImageJobDeps | undefined = comfy && {
@@ -245,13 +265,15 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
+  let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
     const addr = parseListen(listen);
     const upstream = new URL(upstreamUrl);
     const guard = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
     const hostAllowed = (host: string) => guard(host) || refusedHost(name, host);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
+    const readyz = (classParam: string | null) => readyzAnswer(readyzDeps, classParam, name === "ollama" ? "llm" : "image");
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, readyz });
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -275,6 +297,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const watchLlmBody = ollama && comfy ? () => llmBodyWatch(ollama) : undefined;
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody });
     if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
+    if (config.agentListen) {
+      const addr = parseListen(config.agentListen);
+      agent = bindOrSay("AGENT_LISTEN", config.agentListen, () => startAgent({ hostname: addr.hostname, port: addr.port, line: () => agentLine(lock.snapshot()) }));
+    }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     throw err;
@@ -310,6 +336,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     status,
     steering,
     listeners: bound,
+    card,
+    agentPort: agent?.port,
     listener: (name) => bound.find((b) => b.name === name),
     health,
     probed: monitor.first,
@@ -325,6 +353,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
       steering.stop();
+      agent?.stop(true);
       hub.closeAll();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });

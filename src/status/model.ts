@@ -75,6 +75,8 @@ export type StatusEvent =
 
 export interface StatusDoc {
   version: string;
+  /** CARD_NAME (the host name unless set): which card this turnstile guards. */
+  card: string;
   state: GpuState;
   state_since: string;
   /** Epoch ms of this document, so a page can age the `since` fields with its own clock. */
@@ -102,6 +104,8 @@ export interface StatusDoc {
 
 export interface StatusModelOptions {
   version: string;
+  /** CARD_NAME. Default "". */
+  card?: string;
   /** Counts the model cannot see in events (waiting image jobs). */
   lock: { snapshot(): LockSnapshot };
   upstreams: readonly UpstreamName[];
@@ -119,6 +123,7 @@ const HOUR_MS = 3_600_000;
 
 export class StatusModel {
   readonly #version: string;
+  readonly #card: string;
   readonly #lock: { snapshot(): LockSnapshot };
   readonly #now: () => number;
   readonly #historyMs: number;
@@ -138,6 +143,7 @@ export class StatusModel {
 
   constructor(opts: StatusModelOptions) {
     this.#version = opts.version;
+    this.#card = opts.card ?? "";
     this.#lock = opts.lock;
     this.#now = opts.now ?? Date.now;
     this.#historyMs = opts.historyMs ?? HOUR_MS;
@@ -262,6 +268,7 @@ export class StatusModel {
     for (const [name, v] of this.#upstreams) upstreams[name] = { ...v };
     return {
       version: this.#version,
+      card: this.#card,
       state: this.#state,
       state_since: new Date(this.#spans[this.#spans.length - 1]!.from).toISOString(),
       now,

@@ -42,6 +42,8 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   updateAsset: "string",
   leaseMaxTtlMs: "number",
   adminToken: "string",
+  cardName: "string",
+  agentListen: "string",
   appVer: "string",
   cfgVer: "string",
 };
@@ -76,7 +78,7 @@ describe("SETTINGS", () => {
       for (const d of SETTINGS) {
         const text = defaultText(d, p);
         if (text === "") {
-          expect(`${d.key}: ${d.kind}`).toMatch(/: (string|url)$/);
+          expect(`${d.key}: ${d.kind}`).toMatch(/: (string|url|listen)$/);
           continue;
         }
         const r = parseSetting(d, text);
