@@ -215,9 +215,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     metrics: () => ({ contentType: metrics.contentType, text: metrics.render() }),
     turnstile: statusRoutes({ model: status, hub, adminToken: config.adminToken, steering, card }),
     llmTracker: status,
-    // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
-    imageReady: () => readiness(lock.snapshot(), upstreamHealth.comfy).ready,
-    heldImageJobs: () => lock.snapshot().imageWaiting + held.unsent,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
   const readyzDeps: ReadyzDeps = {
     lock: () => lock.snapshot(),
@@ -296,7 +293,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy ? () => llmBodyWatch(ollama) : undefined;
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody });
-    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob });
+    // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
+    const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
+    const heldImageJobs = () => lock.snapshot().imageWaiting + held.unsent;
+    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs });
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
       agent = bindOrSay("AGENT_LISTEN", config.agentListen, () => startAgent({ hostname: addr.hostname, port: addr.port, line: () => agentLine(lock.snapshot()) }));
