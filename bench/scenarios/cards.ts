@@ -5,26 +5,18 @@
  * simulated GPU with its own Ollama, ComfyUI and turnstile. Like scenario 7 it measures the workload, not the proxy's CPU: the
  * simulators and turnstiles run in this process, HAProxy in its own, every time on one clock.
  */
-import { buildConfig } from "../../src/config/load.ts";
 import { findHaproxy, startHaproxy } from "../../src/demo/haproxy.ts";
-import { createLogger } from "../../src/observe/log.ts";
 import { now } from "../../src/sim/clock.ts";
 import { startSimPair, type SimPair } from "../../src/sim/index.ts";
-import { startTurnstile, type Turnstile } from "../../src/turnstile.ts";
+import type { Turnstile } from "../../src/turnstile.ts";
+import { readiness } from "../../src/balance/readiness.ts";
 import { median, percentile } from "../lib/stats.ts";
+import { startWorkloadTurnstile, timedChat } from "../lib/workload.ts";
+import type { SessionWorkload } from "./sessions.ts";
 import { DEFAULT_WORKFLOW } from "./handoff.ts";
 
-export interface CardsWorkload {
-  images: number;
-  /** When the burst of image jobs arrives, after the first chat (ms). */
-  burstAtMs: number;
-  chats: number;
-  chatEveryMs: number;
-  jobMs: number;
-  loadMs: number;
-  freeDelayMs: number;
-  rounds: number;
-}
+/** The same shape as scenario 7's: a burst of image jobs among chats arriving throughout. */
+export type CardsWorkload = SessionWorkload;
 
 export interface CardsRow {
   cards: number;
@@ -52,51 +44,36 @@ interface Round {
 interface Card {
   sims: SimPair;
   t: Turnstile;
-  /** When the card stopped admitting chats at once, and when it did again (sim clock). */
-  spans: { from: number; to: number }[];
-  /** The start of the busy span still open. */
-  busySince: number | undefined;
+  /** Whether the card admitted chats at once (its /readyz?class=llm), from each change on (sim clock). */
+  ready: { at: number; ready: boolean }[];
 }
+
+/** How often the cards' readiness is sampled: an image job that waits changes it without a lock event. */
+const SAMPLE_MS = 5;
 
 async function startCard(w: CardsWorkload, name: string): Promise<Card> {
   const sims = await startSimPair({
     ollama: { loadMs: 300, unloadMs: 100, tokenDelayMs: 20, tokens: 20 },
     comfy: { jobMs: w.jobMs, loadMs: w.loadMs, freeDelayMs: w.freeDelayMs },
   });
-  const env = {
-    LISTEN_OLLAMA: "127.0.0.1:0",
-    LISTEN_COMFY: "127.0.0.1:0",
-    OLLAMA_URL: sims.ollama.url,
-    COMFY_URL: sims.comfy.url,
-    CARD_NAME: name,
-    HISTORY_POLL_INTERVAL: "50ms",
-    UNLOAD_POLL_INTERVAL: "20ms",
-    FREE_POLL_INTERVAL: "20ms",
-    LLM_WAIT_TIMEOUT: "10m",
-    HEALTH_INTERVAL: "0",
-    AUTO_UPDATE: "false",
-    APP_VER: "dev",
-  };
-  const { config } = buildConfig({ entries: [], file: null, env, platform: { os: process.platform, arch: process.arch } });
-  const log = createLogger({ level: "error", format: "text", stream: { write: () => {} } });
-  const t = startTurnstile({ config, log, version: "bench" });
-  const card: Card = { sims, t, spans: [], busySince: undefined };
-  t.lock.onEvent((e) => {
-    if (e.type !== "transition") return;
-    const busy = e.to === "image" || e.to === "lease";
-    if (busy && card.busySince === undefined) card.busySince = now();
-    if (!busy && card.busySince !== undefined) {
-      card.spans.push({ from: card.busySince, to: now() });
-      card.busySince = undefined;
-    }
-  });
+  const t = startWorkloadTurnstile(sims, { CARD_NAME: name });
   await t.probed;
-  return card;
+  return { sims, t, ready: [] };
 }
 
-/** Was `card` admitting chats at once at `at`? (Not in the image or lease state.) */
+function sample(card: Card): void {
+  const ready = readiness(card.t.lock.snapshot(), "up").ready;
+  if (card.ready.at(-1)?.ready !== ready) card.ready.push({ at: now(), ready });
+}
+
+/** Was `card` admitting chats at once at `at`? */
 function free(card: Card, at: number): boolean {
-  return !card.spans.some((s) => s.from <= at && at < s.to) && !(card.busySince !== undefined && at >= card.busySince);
+  let ready = false;
+  for (const s of card.ready) {
+    if (s.at > at) break;
+    ready = s.ready;
+  }
+  return ready;
 }
 
 async function runRound(w: CardsWorkload, haproxyPath: string, n: number): Promise<Round> {
@@ -112,19 +89,14 @@ async function runRound(w: CardsWorkload, haproxyPath: string, n: number): Promi
   const host = (u: string) => new URL(u).host;
   const only = { ollama: cards[0]!.t.listener("ollama")!.url, comfy: cards[0]!.t.listener("comfy")!.url, stop: async () => {} };
   const lb = n === 1 ? only : await startHaproxy(haproxyPath, cards.map((c) => ({ ollama: host(c.t.listener("ollama")!.url), comfy: host(c.t.listener("comfy")!.url) })));
+  for (const c of cards) sample(c);
+  const sampler = setInterval(() => cards.forEach(sample), SAMPLE_MS);
   try {
     const t0 = now();
     const at = (ms: number) => Bun.sleep(Math.max(0, t0 + ms - now()));
-    const chat = async (i: number): Promise<{ status: number; waitMs: number }> => {
+    const chat = async (i: number) => {
       await at(i * w.chatEveryMs);
-      const sent = now();
-      const res = await fetch(`${lb.ollama}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] }) });
-      const reader = res.body!.getReader();
-      const first = await reader.read();
-      const waitMs = now() - sent;
-      let done = first.done;
-      while (!done) done = (await reader.read()).done;
-      return { status: res.status, waitMs };
+      return timedChat(lb.ollama);
     };
     // Separate clients (their own client_id), as several users or a SwarmUI with several backends.
     const image = async (i: number): Promise<boolean> => {
@@ -154,6 +126,7 @@ async function runRound(w: CardsWorkload, haproxyPath: string, n: number): Promi
         chats.every((c) => c.status === 200 || c.status === 503) && images.every(Boolean) && jobs.length === w.images && jobs.every((j) => j.state === "done") && cards.every((c) => c.sims.gpu.overlaps().length === 0),
     };
   } finally {
+    clearInterval(sampler);
     await lb.stop();
     for (const c of cards) {
       await c.t.stop(1000);

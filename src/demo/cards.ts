@@ -10,7 +10,7 @@ import { startSimPair, type SimPair } from "../sim/index.ts";
 import type { Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 import { findHaproxy, startHaproxy } from "./haproxy.ts";
-import { gpuNarrator, printTryIt, startDemoTurnstile, VRAM, waitUntilQuiet } from "./run.ts";
+import { gpuNarrator, printTryIt, startDemoTurnstile, untilStopped, VRAM, waitUntilQuiet } from "./run.ts";
 import { gib, secs, Timeline } from "./timeline.ts";
 import { runWorkload } from "./workload.ts";
 
@@ -77,10 +77,7 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
     if (!opts.once) {
       const workflow = printTryIt(tl, { ollama: lb.ollama, comfy: lb.comfy }, false);
       for (const c of cards) tl.text(`  curl ${c.t.listener("ollama")!.url}/readyz?class=llm   # ${c.name}`);
-      await new Promise<void>((resolve) => {
-        process.on("SIGINT", () => resolve());
-        process.on("SIGTERM", () => resolve());
-      });
+      await untilStopped();
       rmSync(workflow, { force: true });
     }
     return overlaps === 0 ? 0 : 1;

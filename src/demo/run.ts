@@ -66,17 +66,21 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
 
   if (!opts.once) {
     const workflow = printTryIt(tl, targets, !!turnstile);
-    // "on", not "once": a Ctrl-C can arrive twice (terminal and launcher), and the second must not kill us mid-cleanup.
-    await new Promise<void>((resolve) => {
-      process.on("SIGINT", () => resolve());
-      process.on("SIGTERM", () => resolve());
-    });
+    await untilStopped();
     rmSync(workflow, { force: true });
   }
   await turnstile?.stop(1000);
   await sims.stop();
   // --without-turnstile exists to show the harm: overlaps are its expected result, not a failure.
   return opts.withoutTurnstile || overlaps === 0 ? 0 : 1;
+}
+
+/** Resolves on Ctrl-C or SIGTERM. "on", not "once": a Ctrl-C can arrive twice (terminal and launcher), and the second must not kill us mid-cleanup. */
+export function untilStopped(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    process.on("SIGINT", () => resolve());
+    process.on("SIGTERM", () => resolve());
+  });
 }
 
 /** `card`: CARD_NAME, and the prefix of every line about this card (demo --cards). */
