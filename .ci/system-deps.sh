@@ -10,6 +10,8 @@
 #                                            real headless browser, and its screenshot
 #   haproxy                                  test/e2e/balance/haproxy.test.ts: deploy/haproxy.cfg in
 #                                            front of two turnstiles; bench scenario 8; demo --cards 2
+#   nginx                                    test/e2e/balance/nginx.test.ts: deploy/nginx.conf likewise;
+#                                            the bench's reference proxy
 set -u
 export DEBIAN_FRONTEND=noninteractive
 
@@ -19,6 +21,7 @@ command -v systemd-analyze >/dev/null || groups+=("systemd")
   groups+=("wine64 gcc-mingw-w64-x86-64-win32")
 [[ -x /usr/bin/chromium ]] || groups+=("chromium")
 command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || groups+=("haproxy")
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || groups+=("nginx")
 
 if ((${#groups[@]})); then
   if apt-get update -qq; then
