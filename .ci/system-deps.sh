@@ -8,6 +8,10 @@
 #                                            builds the stub bcryptprimitives.dll wine 8 lacks)
 #   chromium                                 test/status/page-browser.test.ts: the status page in a
 #                                            real headless browser, and its screenshot
+#   haproxy                                  test/e2e/balance/haproxy.test.ts: deploy/haproxy.cfg in
+#                                            front of two turnstiles; bench scenario 8; demo --cards 2
+#   nginx                                    test/e2e/balance/nginx.test.ts: deploy/nginx.conf likewise;
+#                                            the bench's reference proxy
 set -u
 export DEBIAN_FRONTEND=noninteractive
 
@@ -16,6 +20,8 @@ command -v systemd-analyze >/dev/null || groups+=("systemd")
 { [[ -x /usr/lib/wine/wine64 ]] || command -v wine64 >/dev/null; } && command -v x86_64-w64-mingw32-gcc >/dev/null ||
   groups+=("wine64 gcc-mingw-w64-x86-64-win32")
 [[ -x /usr/bin/chromium ]] || groups+=("chromium")
+command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || groups+=("haproxy")
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || groups+=("nginx")
 
 if ((${#groups[@]})); then
   if apt-get update -qq; then

@@ -9,8 +9,9 @@
  * bench/out/*.json and the table into docs/BENCHMARKS.md (between its generated-part markers).
  *
  *   --quick            shorter cells (a smoke run; does not touch docs/BENCHMARKS.md)
- *   --only 1,2,...     run only these scenarios (7, image sessions, writes its own section of
- *                      docs/BENCHMARKS.md even alone: it measures a workload, not the machine)
+ *   --only 1,2,...     run only these scenarios (7, image sessions, and 8, several cards behind
+ *                      HAProxy, write their own sections of docs/BENCHMARKS.md even alone: they
+ *                      measure a workload, not the machine)
  *   --no-docs          leave docs/BENCHMARKS.md alone
  *   --wait-quiet N     first wait up to N seconds for other processes to leave the CPU idle
  */
@@ -23,13 +24,15 @@ import { findWrk } from "./lib/load.ts";
 import { cpuBusy, killAllNow, stopAll, treeCpuMs } from "./lib/proc.ts";
 import { startUpstreamHost, type UpstreamHost } from "./lib/upstreams.ts";
 import { findNginx, nginxVersion, startNginx, type Nginx, type NginxSettings } from "./nginx.ts";
-import { renderMarkdown, renderSessions, spliceDoc, spliceSessions, targets, type MachineInfo, type Results, type StartupRow } from "./report.ts";
+import { renderCards, renderMarkdown, renderSessions, spliceCards, spliceDoc, spliceSessions, targets, type MachineInfo, type Results, type StartupRow } from "./report.ts";
 import { download } from "./scenarios/download.ts";
 import { handoff } from "./scenarios/handoff.ts";
 import { manyStreams } from "./scenarios/many-streams.ts";
 import { passThrough } from "./scenarios/passthrough.ts";
 import { buildMinimal, buildTurnstile, startupTimes } from "./scenarios/startup.ts";
 import { sessions, type SessionWorkload } from "./scenarios/sessions.ts";
+import { cards, type CardsWorkload } from "./scenarios/cards.ts";
+import { findHaproxy } from "../src/demo/haproxy.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import type { Target } from "./scenarios/types.ts";
 import { baseEnv, startBareProxy, startTurnstileProc, TURNSTILE_BENCH_ENV, type ProxyProc } from "./subjects.ts";
@@ -48,7 +51,7 @@ const { values: args } = parseArgs({
     "wait-quiet": { type: "string" },
   },
 });
-const only = new Set((args.only ?? "1,2,3,4,5,6,7").split(",").map((s) => Number(s.trim())));
+const only = new Set((args.only ?? "1,2,3,4,5,6,7,8").split(",").map((s) => Number(s.trim())));
 const quick = args.quick === true;
 
 /** Durations and sizes of every scenario, in one place (also recorded in the JSON). */
@@ -71,6 +74,7 @@ const S = {
   handoffCycles: quick ? 3 : 20,
   startupRuns: quick ? 3 : 10,
   sessions: { images: 5, burstAtMs: 300, chats: 12, chatEveryMs: 500, jobMs: 1000, loadMs: 500, freeDelayMs: 100, rounds: quick ? 1 : 3 } satisfies SessionWorkload,
+  cards: { images: 10, burstAtMs: 300, chats: 16, chatEveryMs: 400, jobMs: 800, loadMs: 300, freeDelayMs: 100, rounds: quick ? 1 : 3 } satisfies CardsWorkload,
 };
 
 const UPSTREAMS: UpstreamSpec = {
@@ -313,12 +317,22 @@ async function main(): Promise<number> {
     results.sessions = { workload: S.sessions, rows: await sessions(S.sessions, note) };
   }
 
+  // ------------------------------------------------------------ scenario 8: several cards
+  if (only.has(8)) {
+    note(`8. several cards: ${S.cards.images} image jobs among ${S.cards.chats} chats, one card vs two behind HAProxy (deploy/haproxy.cfg)`);
+    const haproxy = findHaproxy();
+    const rows = haproxy && (await cards(S.cards, note));
+    if (haproxy && rows) results.cards = { workload: S.cards, haproxy: haproxy.version.replace(/ - https?:.*$/, "").replace(/ \d{4}\/\d\d\/\d\d$/, ""), rows };
+    else note("  skipped: haproxy is not installed (Debian package haproxy)");
+  }
+
   await up.stop();
   results.durationS = (performance.now() - t0) / 1000;
 
   const md = renderMarkdown(results);
   const sessionsMd = results.sessions && renderSessions(results.sessions, results.machine.date, results.machine.commit);
-  process.stdout.write(`\n${md}\n${sessionsMd ? `\n${sessionsMd}\n` : ""}`);
+  const cardsMd = results.cards && renderCards(results.cards, results.machine.date, results.machine.commit);
+  process.stdout.write(`\n${md}\n${sessionsMd ? `\n${sessionsMd}\n` : ""}${cardsMd ? `\n${cardsMd}\n` : ""}`);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
   const json = JSON.stringify({ ...results, targets: targets(results) }, null, 2);
   writeFileSync(join(OUT, `bench-${stamp}.json`), json);
@@ -337,6 +351,10 @@ async function main(): Promise<number> {
   if (!args["no-docs"] && !quick && sessionsMd && existsSync(doc)) {
     writeFileSync(doc, spliceSessions(readFileSync(doc, "utf8"), sessionsMd));
     note("scenario 7 written to docs/BENCHMARKS.md");
+  }
+  if (!args["no-docs"] && !quick && cardsMd && existsSync(doc)) {
+    writeFileSync(doc, spliceCards(readFileSync(doc, "utf8"), cardsMd));
+    note("scenario 8 written to docs/BENCHMARKS.md");
   }
   note(`done in ${results.durationS.toFixed(0)} s`);
   return 0;

@@ -36,6 +36,10 @@ import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
+import { startAgent } from "./balance/agent.ts";
+import { HeldJobs } from "./balance/held-jobs.ts";
+import { agentLine, readiness } from "./balance/readiness.ts";
+import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -60,6 +64,10 @@ export interface Turnstile {
   /** Force-release and GPU leases (POST /turnstile/release, /turnstile/lease). */
   readonly steering: Steering;
   readonly listeners: BoundListener[];
+  /** CARD_NAME, or the host name. */
+  readonly card: string;
+  /** AGENT_LISTEN's bound port, when it is set. */
+  readonly agentPort: number | undefined;
   listener(name: Listener): BoundListener | undefined;
   health(): HealthBody;
   /** The first round of upstream probes has been reported. */
@@ -160,14 +168,21 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   if (config.ollamaUrl) upstreams.push("ollama");
   if (config.comfyUrl) upstreams.push("comfy");
 
-  const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version });
+  const card = config.cardName || hostname();
+  const metrics = createTurnstileMetrics({ lockSnapshot: () => lock.snapshot(), upstreams, version: opts.version, card });
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
-  const status = new StatusModel({ version: opts.version, lock, upstreams, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
+  const status = new StatusModel({ version: opts.version, lock, upstreams, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
   lock.onEvent((e) => status.onLock(e));
-  const card = createCardMetrics(metrics.registry, { waiters: () => status.holders(false).waiting });
-  lock.onEvent((e) => card.onLock(e));
+  const cardMetrics = createCardMetrics(metrics.registry, {
+    // Exact counts: the status lists are cut at MAX_LISTED.
+    waiting: () => {
+      const h = status.holders(false);
+      return { llm: h.llm.waiting, image: h.image.waiting, lease: steering.waiting().length };
+    },
+  });
+  lock.onEvent((e) => cardMetrics.onLock(e));
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
@@ -187,6 +202,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const estimator = new BusyEstimator();
   // Down only once a probe has said so: before the first probe a request still gets its retries.
   const probedDown = new Set<string>();
+  const held = new HeldJobs();
   // Every LLM exchange holding a slot is watched, so a force-release can cut it; with
   // LLM_IDLE_TIMEOUT 0 the ticker never ticks and only keeps that list.
   const llmWatches = new IdleTicker(config.llmIdleTimeoutMs, config.llmIdleTimeoutMs > 0);
@@ -215,9 +231,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     log,
     onLease: (e) => {
       status.onLease(e);
-      card.onLease(e);
+      cardMetrics.onLease(e);
     },
-    onForceRelease: () => card.onForceRelease(),
+    onForceRelease: () => cardMetrics.onForceRelease(),
   });
   const common = {
     lock,
@@ -235,7 +251,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     idle: llmWatches,
     health,
     metrics: () => {
-      card.flush();
+      cardMetrics.flush();
       return { contentType: metrics.contentType, text: metrics.render() };
     },
     turnstile: statusRoutes({
@@ -243,11 +259,19 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       hub,
       adminToken: config.adminToken,
       steering,
+      card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
       machineHost: steeringHost(config.allowedHosts),
     }),
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
+  const readyzDeps: ReadyzDeps = {
+    lock: () => lock.snapshot(),
+    upstream: (cls) => (cls === "llm" ? upstreamHealth.ollama : upstreamHealth.comfy),
+    retryAfterS: () => common.busy.retryAfterS,
+    activeImageJobs: () => held.active,
+    card,
+  };
 
   // After the image side hands the card on, the first model that loads is checked for a CPU split.
   const handoff =
@@ -268,7 +292,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     });
   }
   const emitJob = withExtra(
-    withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
     withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
@@ -316,6 +340,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
+  let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
     const addr = parseListen(listen);
@@ -325,7 +350,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Bun has no call that closes one request's connection; the shortest idle timeout does it, silently.
     let serving: { timeout(req: Request, seconds: number): void } | undefined;
     const cutClient = (req: Request) => serving?.timeout(req, 1);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name), cutClient });
+    const readyz = (classParam: string | null) => readyzAnswer(readyzDeps, classParam, name === "comfy" ? "image" : "llm");
+    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name), cutClient, readyz });
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -355,7 +381,16 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
       start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });
     }
-    if (config.comfyUrl) start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
+    // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
+    const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
+    const heldImageJobs = () => lock.snapshot().imageWaiting + held.unsent;
+    if (config.comfyUrl) {
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
+    }
+    if (config.agentListen) {
+      const addr = parseListen(config.agentListen);
+      agent = bindOrSay("AGENT_LISTEN", config.agentListen, () => startAgent({ hostname: addr.hostname, port: addr.port, line: () => agentLine(lock.snapshot()) }));
+    }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     throw err;
@@ -396,6 +431,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     status,
     steering,
     listeners: bound,
+    card,
+    agentPort: agent?.port,
     listener: (name) => bound.find((b) => b.name === name),
     health,
     probed: monitor.first,
@@ -411,6 +448,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
       steering.stop();
+      agent?.stop(true);
       hub.closeAll();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });

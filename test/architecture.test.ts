@@ -25,6 +25,7 @@ const ROOMS = [
   "ollama",
   "comfy",
   "jobs",
+  "balance",
   "proxy",
   "status",
   "observe",

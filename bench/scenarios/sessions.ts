@@ -6,12 +6,10 @@
  * job long, as SDXL's is against a 5–10 s picture), so the simulators and the turnstile run in
  * this process and every time is read from one clock.
  */
-import { buildConfig } from "../../src/config/load.ts";
-import { createLogger } from "../../src/observe/log.ts";
 import { now } from "../../src/sim/clock.ts";
 import { startSimPair } from "../../src/sim/index.ts";
-import { startTurnstile } from "../../src/turnstile.ts";
 import { median } from "../lib/stats.ts";
+import { startWorkloadTurnstile, timedChat } from "../lib/workload.ts";
 import { DEFAULT_WORKFLOW } from "./handoff.ts";
 
 export interface SessionWorkload {
@@ -50,23 +48,7 @@ async function runRound(w: SessionWorkload, imageSessionMax: string): Promise<Ro
     ollama: { loadMs: 300, unloadMs: 100, tokenDelayMs: 20, tokens: 20 },
     comfy: { jobMs: w.jobMs, loadMs: w.loadMs, freeDelayMs: w.freeDelayMs },
   });
-  const env = {
-    LISTEN_OLLAMA: "127.0.0.1:0",
-    LISTEN_COMFY: "127.0.0.1:0",
-    OLLAMA_URL: sims.ollama.url,
-    COMFY_URL: sims.comfy.url,
-    IMAGE_SESSION_MAX: imageSessionMax,
-    HISTORY_POLL_INTERVAL: "50ms",
-    UNLOAD_POLL_INTERVAL: "20ms",
-    FREE_POLL_INTERVAL: "20ms",
-    LLM_WAIT_TIMEOUT: "10m",
-    HEALTH_INTERVAL: "0",
-    AUTO_UPDATE: "false",
-    APP_VER: "dev",
-  };
-  const { config } = buildConfig({ entries: [], file: null, env, platform: { os: process.platform, arch: process.arch } });
-  const log = createLogger({ level: "error", format: "text", stream: { write: () => {} } });
-  const t = startTurnstile({ config, log, version: "bench" });
+  const t = startWorkloadTurnstile(sims, { IMAGE_SESSION_MAX: imageSessionMax });
   try {
     await t.probed;
     const ollama = t.listener("ollama")!.url;
@@ -76,17 +58,8 @@ async function runRound(w: SessionWorkload, imageSessionMax: string): Promise<Ro
 
     const chat = async (i: number): Promise<{ ok: boolean; waitMs: number; end: number }> => {
       await at(i * w.chatEveryMs);
-      const sent = now();
-      const res = await fetch(`${ollama}/api/chat`, {
-        method: "POST",
-        body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] }),
-      });
-      const reader = res.body!.getReader();
-      const first = await reader.read();
-      const waitMs = now() - sent;
-      let done = first.done;
-      while (!done) done = (await reader.read()).done;
-      return { ok: res.status === 200, waitMs, end: now() };
+      const r = await timedChat(ollama);
+      return { ok: r.status === 200, waitMs: r.waitMs, end: r.end };
     };
     const image = async (i: number): Promise<boolean> => {
       await at(w.burstAtMs);
@@ -115,7 +88,6 @@ async function runRound(w: SessionWorkload, imageSessionMax: string): Promise<Ro
     };
   } finally {
     await t.stop(1000);
-    log.close();
     await sims.stop();
   }
 }

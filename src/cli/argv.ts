@@ -56,6 +56,7 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
   demo: [
     { name: "once", value: false },
     { name: "without-turnstile", value: false },
+    { name: "cards", value: true },
   ],
   config: [
     { name: "sample", value: false },

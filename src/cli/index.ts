@@ -132,8 +132,14 @@ const commands: Record<CommandName, CommandDef<any>> = {
     args: {
       once: { type: "boolean", description: "exit after the summary instead of staying up for manual tries" },
       "without-turnstile": { type: "boolean", description: "run the same workload straight at the simulators" },
+      cards: { type: "string", description: "2: two simulated cards behind HAProxy (deploy/haproxy.cfg; needs haproxy installed)" },
     },
     async run({ args }) {
+      if (args.cards !== undefined && args.cards !== "1") {
+        const { runCardsDemo } = await import("../demo/cards.ts");
+        process.exitCode = await runCardsDemo({ cards: Number(args.cards), once: args.once === true });
+        return;
+      }
       const { runDemo } = await import("../demo/run.ts");
       process.exitCode = await runDemo({ once: args.once === true, withoutTurnstile: args["without-turnstile"] === true });
     },

@@ -263,5 +263,6 @@ export async function serve(opts: ServeOptions): Promise<Running> {
   host?.onStopRequest(() => shutdown(0));
   // Said last: once an operator (or a script) reads "ready", Ctrl-C already stops gracefully.
   for (const b of turnstile.listeners) notice.info(`${b.name} listener ready`, { url: b.url, upstream: redactUrl(b.name === "comfy" ? config.comfyUrl : config.ollamaUrl) });
+  if (turnstile.agentPort !== undefined) notice.info("HAProxy agent-check port ready", { listen: config.agentListen, port: turnstile.agentPort, card: turnstile.card });
   return { turnstile, log, done, shutdown };
 }

@@ -48,6 +48,10 @@ export interface Config {
   /** "" = only loopback clients are trusted */
   leaseMaxTtlMs: number;
   adminToken: string;
+  /** "" = the host name (resolved at start) */
+  cardName: string;
+  /** "" = no agent-check port */
+  agentListen: string;
   appVer: string;
   cfgVer: string;
 }

@@ -29,7 +29,7 @@ export interface DemoOptions {
 }
 
 /** An RTX 5080: the card this project was written for. */
-const VRAM = 16 * 1024 ** 3;
+export const VRAM = 16 * 1024 ** 3;
 
 export async function runDemo(opts: DemoOptions): Promise<number> {
   const out = opts.out ?? ((s: string) => void process.stdout.write(s));
@@ -76,7 +76,9 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
   return opts.withoutTurnstile || overlaps === 0 ? 0 : 1;
 }
 
-function startDemoTurnstile(sims: SimPair, tl: Timeline): Turnstile {
+/** `card`: CARD_NAME, and the prefix of every line about this card (demo --cards). */
+export function startDemoTurnstile(sims: SimPair, tl: Timeline, card = ""): Turnstile {
+  const on = card ? `${card} ` : "";
   const { config } = buildConfig({
     entries: [],
     file: null,
@@ -93,13 +95,14 @@ function startDemoTurnstile(sims: SimPair, tl: Timeline): Turnstile {
       AUTO_UPDATE: "false",
       APP_VER: "dev",
       LOGLEVEL: "error",
+      ...(card ? { CARD_NAME: card } : {}),
     },
   });
   const t = startTurnstile({
     config,
     log: createLogger({ level: "error", format: "text" }),
     version: VERSION,
-    onJobEvent: jobNarrator(tl),
+    onJobEvent: jobNarrator(tl, on),
   });
   t.lock.onEvent((e) => {
     if (e.type !== "transition") return;
@@ -109,18 +112,18 @@ function startDemoTurnstile(sims: SimPair, tl: Timeline): Turnstile {
     const queued = [s.imageWaiting && `${s.imageWaiting} image job(s) queued`, s.llmWaiting && `${s.llmWaiting} LLM request(s) waiting`]
       .filter(Boolean)
       .join(", ");
-    tl.event("GPU", `${e.from} → ${e.to}: ${why}${queued ? ` (${queued})` : ""}`, "gpu");
+    tl.event(`${on}GPU`, `${e.from} → ${e.to}: ${why}${queued ? ` (${queued})` : ""}`, "gpu");
   });
   t.lock.onEvent((e) => {
-    if (e.type === "acquired" && e.kind === "llm" && e.waitedMs > 50) tl.event("turnstile", `an LLM request waited ${secs(e.waitedMs)} for the image jobs`, "wait");
-    if (e.type === "abandoned") tl.event("turnstile", `a waiting ${e.kind} request left after ${secs(e.waitedMs)}; nothing to undo`, "wait");
+    if (e.type === "acquired" && e.kind === "llm" && e.waitedMs > 50) tl.event(`${on}turnstile`, `an LLM request waited ${secs(e.waitedMs)} for the image jobs`, "wait");
+    if (e.type === "abandoned") tl.event(`${on}turnstile`, `a waiting ${e.kind} request left after ${secs(e.waitedMs)}; nothing to undo`, "wait");
   });
   return t;
 }
 
-function jobNarrator(tl: Timeline): (e: ImageJobEvent) => void {
+function jobNarrator(tl: Timeline, on = ""): (e: ImageJobEvent) => void {
   return (e) => {
-    const who = `image job ${"jobId" in e ? e.jobId : ""}`.trim();
+    const who = `${on}image job ${"jobId" in e ? e.jobId : ""}`.trim();
     switch (e.phase) {
       case "acquired":
         return tl.event(who, e.joined ? `joined the image session after ${secs(e.waitedMs)}` : `got the GPU after waiting ${secs(e.waitedMs)}`, "image");
@@ -147,25 +150,26 @@ function jobNarrator(tl: Timeline): (e: ImageJobEvent) => void {
 }
 
 /** Narrates what the simulated card sees: loads, jobs, and — the point — any overlap. */
-function gpuNarrator(tl: Timeline): (e: GpuEvent) => void {
+export function gpuNarrator(tl: Timeline, card = ""): (e: GpuEvent) => void {
+  const on = card ? `${card} ` : "";
   return (e) => {
     const used = `[VRAM ${gib(e.vramUsed)}]`;
     switch (e.kind) {
       case "loaded":
-        return e.tenant === "comfy" ? tl.event("comfyui", `checkpoint loaded (cold) ${used}`, "dim") : tl.event("ollama", `loaded ${e.detail} ${used}`, "dim");
+        return e.tenant === "comfy" ? tl.event(`${on}comfyui`, `checkpoint loaded (cold) ${used}`, "dim") : tl.event(`${on}ollama`, `loaded ${e.detail} ${used}`, "dim");
       case "unloaded":
-        return tl.event("ollama", `unloaded ${e.detail} ${used}`, "dim");
+        return tl.event(`${on}ollama`, `unloaded ${e.detail} ${used}`, "dim");
       case "job-start":
-        return tl.event("comfyui", `job ${e.detail.slice(0, 8)} running`, "dim");
+        return tl.event(`${on}comfyui`, `job ${e.detail.slice(0, 8)} running`, "dim");
       case "hold":
-        return e.tenant === "comfy" ? tl.event("comfyui", `loading its checkpoint ${used}`, "dim") : undefined;
+        return e.tenant === "comfy" ? tl.event(`${on}comfyui`, `loading its checkpoint ${used}`, "dim") : undefined;
       case "freed":
-        return tl.event("comfyui", `models unloaded ${used}`, "dim");
+        return tl.event(`${on}comfyui`, `models unloaded ${used}`, "dim");
       case "overlap-start":
-        if (e.nested) return tl.event("GPU", `shared by choice: the prompt-enhancer's ${e.detail} loads beside the image job that asked for it ${used}`, "image");
-        return tl.event("GPU", `OVERLAP: Ollama and ComfyUI both hold VRAM ${used}`, "warn");
+        if (e.nested) return tl.event(`${on}GPU`, `shared by choice: the prompt-enhancer's ${e.detail} loads beside the image job that asked for it ${used}`, "image");
+        return tl.event(`${on}GPU`, `OVERLAP: Ollama and ComfyUI both hold VRAM ${used}`, "warn");
       case "oversubscribed":
-        return tl.event("GPU", `OVERSUBSCRIBED: ${gib(e.vramUsed)} asked of a ${gib(VRAM)} card — the driver spills to system RAM or OOMs`, "warn");
+        return tl.event(`${on}GPU`, `OVERSUBSCRIBED: ${gib(e.vramUsed)} asked of a ${gib(VRAM)} card — the driver spills to system RAM or OOMs`, "warn");
       default:
         return;
     }
@@ -173,7 +177,7 @@ function gpuNarrator(tl: Timeline): (e: GpuEvent) => void {
 }
 
 /** Models stay loaded for their keep-alive; the summary is about the workload, so stop waiting once nothing runs. */
-async function waitUntilQuiet(sims: SimPair): Promise<void> {
+export async function waitUntilQuiet(sims: SimPair): Promise<void> {
   const deadline = Date.now() + 10_000;
   while (Date.now() < deadline && (sims.ollama.inflight() > 0 || sims.comfy.runningJob())) await Bun.sleep(50);
 }
@@ -211,7 +215,7 @@ function printSummary(tl: Timeline, sims: SimPair, r: WorkloadResult, withTurnst
 }
 
 /** Prints curl lines to try by hand; returns the workflow file it wrote for them. */
-function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, withTurnstile: boolean): string {
+export function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, withTurnstile: boolean): string {
   tl.text("");
   tl.text(`still running — try it by hand (Ctrl-C to stop):`, "gpu");
   tl.text(`  curl -N ${t.ollama}/api/chat -d '{"model":"llama3.2","messages":[{"role":"user","content":"hi"}]}'`);

@@ -12,8 +12,11 @@ import { demoWorkflow, enhancerWorkflow } from "./workflow.ts";
 export interface Targets {
   ollama: string;
   comfy: string;
-  /** Where ComfyUI's prompt-enhancer node calls Ollama: the nested listener (or Ollama itself, without the turnstile). */
-  nested: string;
+  /**
+   * Where ComfyUI's prompt-enhancer node calls Ollama: the nested listener (or Ollama itself,
+   * without the turnstile). Absent (several cards behind a balancer): no prompt-enhancer job.
+   */
+  nested?: string;
 }
 
 /** The prompt-enhancer's model: small enough to share the card with the image job that asks for it. */
@@ -52,7 +55,7 @@ export async function runWorkload(t: Targets, tl: Timeline): Promise<WorkloadRes
     await at(startMs);
     if (enhance) tl.event(who, `queues an image whose prompt-enhancer step asks ${ENHANCER_MODEL} mid-job, on the nested listener: "${text}"`, "image");
     else tl.event(who, `queues an image: "${text}" (POST /prompt)`, "image");
-    const workflow = enhance ? enhancerWorkflow(text, seed, `demo-${who}`, t.nested, ENHANCER_MODEL) : demoWorkflow(text, seed, `demo-${who}`);
+    const workflow = enhance ? enhancerWorkflow(text, seed, `demo-${who}`, t.nested!, ENHANCER_MODEL) : demoWorkflow(text, seed, `demo-${who}`);
     const r = await generateImage(t.comfy, workflow, (id, ms) =>
       tl.event(who, `ComfyUI accepted prompt ${id.slice(0, 8)} after ${secs(ms)}`, "image"),
     );
@@ -81,7 +84,7 @@ export async function runWorkload(t: Targets, tl: Timeline): Promise<WorkloadRes
     chat("carol", 1800, "ollama"),
     chat("impatient", 2000, "openai", { giveUpMs: 2500 }),
     ...["a fox in the snow", "a fox in the desert", "a fox in the city"].map((text, i) => image("batch-ui", 2400, text, 100 + i)),
-    image("enhancer-flow", 2600, "a fox, but make it epic", 200, true),
+    t.nested !== undefined && image("enhancer-flow", 2600, "a fox, but make it epic", 200, true),
   ]);
   return { chats, embeds, images, makespanMs: tl.elapsed() - t0 };
 }

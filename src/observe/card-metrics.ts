@@ -20,7 +20,7 @@ export interface CardMetrics {
   flush(): void;
 }
 
-export function createCardMetrics(registry: Registry, opts: { waiters: () => readonly { kind: WaiterClass }[]; now?: () => number }): CardMetrics {
+export function createCardMetrics(registry: Registry, opts: { waiting: () => Record<WaiterClass, number>; now?: () => number }): CardMetrics {
   const now = opts.now ?? (() => performance.now());
   const granted = registry.counter({ name: "gpu_turnstile_leases_granted_total", help: "GPU leases granted to programs outside the turnstile." });
   const ended = registry.counter<{ reason: LeaseEnd }>({
@@ -35,8 +35,7 @@ export function createCardMetrics(registry: Registry, opts: { waiters: () => rea
     help: "Requests waiting for the GPU now, by class: LLM requests, image jobs, leases.",
     labelNames: ["class"],
     collect: (g) => {
-      const n = { llm: 0, image: 0, lease: 0 };
-      for (const w of opts.waiters()) n[w.kind]++;
+      const n = opts.waiting();
       for (const c of WAITER_CLASSES) g.set({ class: c }, n[c]);
     },
   });

@@ -284,8 +284,34 @@ export class Histogram<L extends LabelValues = {}> extends Base<L, HistogramStat
   }
 }
 
+/** Sample lines (`name{a="1"} v` or `name v`) with `labels` (rendered `k="v"` pairs) put first in each set. */
+function withConstantLabels(samples: string, labels: string): string {
+  let out = "";
+  let from = 0;
+  while (from < samples.length) {
+    let eol = samples.indexOf("\n", from);
+    if (eol < 0) eol = samples.length;
+    const line = samples.slice(from, eol);
+    const brace = line.indexOf("{");
+    const space = line.indexOf(" ");
+    out += brace >= 0 && brace < space
+      ? `${line.slice(0, brace + 1)}${labels},${line.slice(brace + 1)}\n`
+      : `${line.slice(0, space)}{${labels}}${line.slice(space)}\n`;
+    from = eol + 1;
+  }
+  return out;
+}
+
 export class Registry {
   private readonly metrics = new Map<string, Metric>();
+  /** Labels on every series (`card`), rendered once: nothing is added per observation. */
+  private readonly constant: string;
+
+  constructor(constantLabels?: LabelValues) {
+    this.constant = Object.entries(constantLabels ?? {})
+      .map(([k, v]) => `${k}="${escapeLabelValue(v)}"`)
+      .join(",");
+  }
 
   register<M extends Metric>(metric: M): M {
     if (this.metrics.has(metric.name)) throw new Error(`metric ${metric.name} registered twice`);
@@ -316,7 +342,7 @@ export class Registry {
     for (const name of names) {
       const m = this.metrics.get(name) as Metric;
       out += `# HELP ${name} ${escapeHelp(m.help)}\n# TYPE ${name} ${m.type}\n`;
-      out += m.renderSamples();
+      out += this.constant === "" ? m.renderSamples() : withConstantLabels(m.renderSamples(), this.constant);
     }
     return out;
   }

@@ -55,6 +55,8 @@ export interface TurnstileMetricsOptions {
   upstreams: readonly Upstream[];
   /** Shown in gpu_turnstile_build_info{version}. */
   version?: string;
+  /** CARD_NAME: a `card` label on every series, so several cards' turnstiles can be told apart in one Prometheus. */
+  card?: string;
 }
 
 export interface TurnstileMetrics {
@@ -100,7 +102,7 @@ export interface TurnstileMetrics {
 }
 
 export function createTurnstileMetrics(opts: TurnstileMetricsOptions): TurnstileMetrics {
-  const registry = new Registry();
+  const registry = new Registry(opts.card === undefined ? undefined : { card: opts.card });
   const snapshot = opts.lockSnapshot;
 
   registry.gauge<{ state: GpuState }>({

@@ -20,7 +20,8 @@ import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } fr
 import { modelFieldWatcher } from "../ollama/model-field.ts";
 import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
 import { inflateZstd } from "../http/zstd-body.ts";
-import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type LlmLock } from "./llm-gate.ts";
+import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type GateSettings, type LlmLock } from "./llm-gate.ts";
+import { QUEUE_VIEW_PATHS, withHeldJobs } from "../balance/comfy-queue.ts";
 
 /** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
 export interface RequestInfo {
@@ -116,7 +117,23 @@ export interface ListenerAppDeps {
   cutClient?: (req: Request) => void;
   /** Sees requests that pass through (the ComfyUI listener's cancel routes, comfy-cancels.ts). */
   watchPass?: (method: string, routedPath: string) => PassWatch | undefined;
+  /** GET /readyz, given its `class` query parameter (balance/readyz.ts); absent: 404. */
+  readyz?: (classParam: string | null) => Response;
+  /** Would an image job start now (X-Turnstile-Wait: 0 on /prompt)? Absent: it always waits. */
+  imageReady?: () => boolean;
+  /** Image jobs held for the GPU that ComfyUI cannot see yet, added to its GET /queue and /prompt answers. */
+  heldImageJobs?: () => number;
 }
+
+/**
+ * A request header asking not to wait: a request that would wait gets its busy answer at once, so a
+ * balancer can send it to another card (HAProxy `retry-on 503`, nginx `proxy_next_upstream`).
+ * Read with one lookup per LLM or image request, and never forwarded (upstream/headers.ts).
+ */
+export const NO_WAIT_HEADER = "x-turnstile-wait";
+
+/** The gate of a request that asked not to wait: LLM_BUSY_MODE=reject for this one request. */
+const NO_WAIT_GATE: GateSettings = { mode: "reject", waitTimeoutMs: 0 };
 
 type Info = RequestInfo;
 
@@ -143,7 +160,7 @@ export interface ListenerApp {
 }
 
 /** The two paths the turnstile answers itself; everything else belongs to the upstream. */
-export const INTERNAL_PATHS: ReadonlySet<string> = new Set(["/healthz", "/metrics"]);
+export const INTERNAL_PATHS: ReadonlySet<string> = new Set(["/healthz", "/metrics", "/readyz"]);
 
 /** The turnstile's own pages (status, events, page) live under this; neither Ollama nor ComfyUI uses it. */
 export function isTurnstilePath(path: string): boolean {
@@ -159,6 +176,10 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   app.get("/healthz", (c) => {
     counted("/healthz");
     return c.json(deps.health());
+  });
+  app.get("/readyz", (c) => {
+    counted("/readyz");
+    return deps.readyz ? deps.readyz(c.req.query("class") ?? null) : c.json({ error: "gpu-turnstile: no /readyz here" }, 404);
   });
   app.get("/metrics", (c) => {
     counted("/metrics");
@@ -188,8 +209,12 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     observer.start(info);
     try {
       if (cls === "llm") return await proxyLLM(req, url, door.routed, clientIp, deps, info, t0);
-      if (cls === "image" && deps.imageJob) return answered(await handleImageJob(req, clientIp, deps.imageJob), req.signal, observer, info, t0);
-      return await proxyPass(req, url, clientIp, deps, info, t0, deps.watchPass?.(req.method, door.routed));
+      if (cls === "image" && deps.imageJob) {
+        if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, "comfy"), req.signal, observer, info, t0);
+        return answered(await handleImageJob(req, clientIp, deps.imageJob), req.signal, observer, info, t0);
+      }
+      const held = deps.heldImageJobs && req.method === "GET" && QUEUE_VIEW_PATHS.has(door.routed) ? deps.heldImageJobs : undefined;
+      return await proxyPass(req, url, clientIp, deps, info, t0, deps.watchPass?.(req.method, door.routed), held);
     } catch (err) {
       const res = req.signal.aborted ? new Response(null, { status: CLIENT_CLOSED }) : internalError(deps, req, url.pathname, err);
       return answered(res, req.signal, observer, info, t0);
@@ -239,7 +264,8 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
   return res;
 }
 
-async function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch): Promise<Response> {
+/** `held`: ComfyUI's queue answers get the image jobs the turnstile holds added (balance/comfy-queue.ts). */
+async function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => number): Promise<Response> {
   const result = await forward(req, {
     upstream: deps.upstream,
     url,
@@ -253,7 +279,7 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
     onBody: pass && ((b) => pass.body(b)),
   });
   if (result.ok) pass?.answered(result.response.status);
-  const res = result.ok ? result.response : unreachable(deps, req, url, result.reason);
+  const res = !result.ok ? unreachable(deps, req, url, result.reason) : held ? await withHeldJobs(result.response, held()) : result.response;
   return answered(res, req.signal, deps.observer, info, t0);
 }
 
@@ -295,9 +321,10 @@ async function proxyLLM(
     info.nested = true;
     tracker?.nested(tracked);
   }
+  const gate = req.headers.get(NO_WAIT_HEADER) === "0" ? NO_WAIT_GATE : deps.busy;
   const admitSlot = tracker
-    ? () => admitLLM(deps.lock, deps.busy, req.signal).then((h) => (tracker.admitted(tracked), h))
-    : () => admitLLM(deps.lock, deps.busy, req.signal);
+    ? () => admitLLM(deps.lock, gate, req.signal).then((h) => (tracker.admitted(tracked), h))
+    : () => admitLLM(deps.lock, gate, req.signal);
   // Per attempt: a retry after the image job ended goes through the lock like any request.
   const acquire = async (): Promise<Hold> => {
     if (info.noGpu) {
@@ -383,15 +410,7 @@ async function proxyLLM(
     }
     if (!(err instanceof GpuBusyError)) throw err;
     deps.observer.busy(err.reason);
-    // Read once: in `auto` mode it is an estimate, and the message and the header must agree.
-    const retryAfterS = deps.busy.retryAfterS;
-    const busy = errorResponse(dialect, {
-      status: err.reason === "reject" ? deps.busy.status : 503,
-      type: "gpu_busy",
-      message: busyMessage(err.reason, retryAfterS, deps.lock.state),
-      headers: { "retry-after": String(retryAfterS) },
-    });
-    return answered(busy, req.signal, deps.observer, info, t0);
+    return answered(busyAnswer(deps, dialect, err.reason), req.signal, deps.observer, info, t0);
   }
   info.model = model;
   if (!result.ok) {
@@ -420,6 +439,18 @@ function inflated(b: Uint8Array): Uint8Array {
 function cutFor(deps: ListenerAppDeps, req: Request): (() => void) | undefined {
   const cut = deps.cutClient;
   return cut && (() => cut(req));
+}
+
+/** The busy answer in the client's dialect: LLM_BUSY_STATUS when refused at once, 503 after LLM_WAIT_TIMEOUT. */
+function busyAnswer(deps: ListenerAppDeps, dialect: ReturnType<typeof dialectFor>, reason: BusyReason = "reject"): Response {
+  // Read once: in `auto` mode it is an estimate, and the message and the header must agree.
+  const retryAfterS = deps.busy.retryAfterS;
+  return errorResponse(dialect, {
+    status: reason === "reject" ? deps.busy.status : 503,
+    type: "gpu_busy",
+    message: busyMessage(reason, retryAfterS, deps.lock.state),
+    headers: { "retry-after": String(retryAfterS) },
+  });
 }
 
 /** The hold, ending the request's entry in the status model when it is released. */

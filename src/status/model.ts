@@ -120,6 +120,8 @@ export const MAX_LISTED = 100;
 
 export interface StatusDoc {
   version: string;
+  /** CARD_NAME (the host name unless set): which card this turnstile guards. */
+  card: string;
   /** Ollama's resident models as its /api/ps last said (null until read), and when (epoch ms). */
   models: ResidentModel[] | null;
   models_at: number | null;
@@ -170,6 +172,8 @@ export interface StatusDoc {
 
 export interface StatusModelOptions {
   version: string;
+  /** CARD_NAME. Default "". */
+  card?: string;
   /** Counts the model cannot see in events (waiting image jobs). */
   lock: { snapshot(): LockSnapshot };
   upstreams: readonly UpstreamName[];
@@ -191,6 +195,7 @@ const HOUR_MS = 3_600_000;
 
 export class StatusModel {
   readonly #version: string;
+  readonly #card: string;
   readonly #lock: { snapshot(): LockSnapshot };
   readonly #now: () => number;
   readonly #historyMs: number;
@@ -217,6 +222,7 @@ export class StatusModel {
 
   constructor(opts: StatusModelOptions) {
     this.#version = opts.version;
+    this.#card = opts.card ?? "";
     this.#lock = opts.lock;
     this.#now = opts.now ?? Date.now;
     this.#historyMs = opts.historyMs ?? HOUR_MS;
@@ -416,6 +422,7 @@ export class StatusModel {
     for (const [name, v] of this.#upstreams) upstreams[name] = { ...v };
     return {
       version: this.#version,
+      card: this.#card,
       state: this.#state,
       state_since: new Date(this.#spans[this.#spans.length - 1]!.from).toISOString(),
       now,

@@ -31,6 +31,8 @@ export interface StatusRoutesDeps {
    * Default: `localhost` and IP literals only.
    */
   machineHost?: (host: string) => boolean;
+  /** CARD_NAME, put in the page's title (before its script runs: a tab list tells the cards apart). */
+  card?: string;
 }
 
 const LEASE_PATH = /^\/turnstile\/lease\/([0-9a-f-]{1,64})(\/renew)?$/;
@@ -38,6 +40,7 @@ const LEASE_PATH = /^\/turnstile\/lease\/([0-9a-f-]{1,64})(\/renew)?$/;
 export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: string | undefined) => Response | Promise<Response> {
   const machineHost = deps.machineHost ?? localOrIp;
   const namesMachine = (host: string | null) => host === null || machineHost(host);
+  const html = deps.card ? page.replace("<title>gpu-turnstile</title>", `<title>${escapeHtml(deps.card)} · gpu-turnstile</title>`) : page;
   return (req, clientIp) => {
     const path = new URL(req.url).pathname;
     // The page's links are relative to /turnstile/, so the bare prefix is sent there.
@@ -57,7 +60,7 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
     const trusted = () => authorise(clientIp, req.headers.get("authorization"), deps.adminToken, namesMachine(req.headers.get("host"))).ok;
     switch (path) {
       case "/turnstile/":
-        return new Response(page, {
+        return new Response(html, {
           headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "cache-control": "no-cache" },
         });
       case "/turnstile/status": {
@@ -146,4 +149,8 @@ function refusal(err: unknown): Response {
   // The asker left while the lease waited: nobody reads this answer.
   if (err instanceof DOMException || (err instanceof Error && err.name === "AbortError")) return new Response(null, { status: 499 });
   throw err;
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }

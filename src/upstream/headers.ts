@@ -120,6 +120,9 @@ function forEachUpstreamField(incoming: Headers, upstream: URL, info: ForwardedI
       case "x-forwarded-host":
         hasForwardedHost = true;
         break;
+      // The turnstile's own request header (proxy/app.ts, NO_WAIT_HEADER): for this hop only.
+      case "x-turnstile-wait":
+        return;
     }
     if (HOP_BY_HOP_SET.has(name) || named?.has(name)) return;
     if (name === "authorization") hasAuth = true;

@@ -43,6 +43,8 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   updateAsset: "string",
   leaseMaxTtlMs: "number",
   adminToken: "string",
+  cardName: "string",
+  agentListen: "string",
   appVer: "string",
   cfgVer: "string",
 };

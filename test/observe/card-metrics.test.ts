@@ -16,9 +16,9 @@ const to = (from: GpuState, state: GpuState): LockEvent => ({
 
 test("leases granted and ended by reason, force-releases, waiters by class, seconds in each state", () => {
   let clock = 0;
-  let waiters: { kind: "llm" | "image" | "lease" }[] = [];
+  let waiting = { llm: 0, image: 0, lease: 0 };
   const registry = new Registry();
-  const m = createCardMetrics(registry, { waiters: () => waiters, now: () => clock });
+  const m = createCardMetrics(registry, { waiting: () => waiting, now: () => clock });
   const read = () => {
     m.flush();
     return parseExposition(registry.render());
@@ -27,7 +27,7 @@ test("leases granted and ended by reason, force-releases, waiters by class, seco
   clock = 2000;
   m.onLock(to("idle", "llm"));
   clock = 2500;
-  waiters = [{ kind: "image" }, { kind: "llm" }, { kind: "llm" }];
+  waiting = { llm: 2, image: 1, lease: 0 };
   let p = read();
   expect(sampleValue(p, "gpu_turnstile_state_seconds_total", { state: "idle" })).toBe(2);
   expect(sampleValue(p, "gpu_turnstile_state_seconds_total", { state: "llm" })).toBe(0.5);
@@ -41,7 +41,7 @@ test("leases granted and ended by reason, force-releases, waiters by class, seco
   m.onForceRelease();
   m.onLease({ event: "end", lease, reason: "revoked", by: "127.0.0.1" });
   m.onLock(to("lease", "idle"));
-  waiters = [];
+  waiting = { llm: 0, image: 0, lease: 0 };
   p = read();
   expect(sampleValue(p, "gpu_turnstile_state_seconds_total", { state: "lease" })).toBe(2);
   expect(sampleValue(p, "gpu_turnstile_leases_granted_total")).toBe(1);

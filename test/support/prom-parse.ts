@@ -338,12 +338,13 @@ export function parseExposition(text: string, opts: ParseOptions = {}): Expositi
   return { families: out };
 }
 
+/** `a` (a sample's labels) is exactly `b`; the turnstile's `card` label, on every series, counts only when `b` names it. */
 function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
-  const ka = Object.keys(a);
+  const ka = Object.keys(a).filter((k) => k !== "card" || Object.hasOwn(b, "card"));
   return ka.length === Object.keys(b).length && ka.every((k) => Object.hasOwn(b, k) && a[k] === b[k]);
 }
 
-/** The value of the sample with exactly this name and exactly these labels (none = no labels). */
+/** The value of the sample with exactly this name and exactly these labels (none = no labels; `card` only if named). */
 export function sampleValue(parsed: Exposition, name: string, labels: Record<string, string> = {}): number | undefined {
   for (const f of parsed.families.values()) {
     for (const s of f.samples) if (s.name === name && sameLabels(s.labels, labels)) return s.value;

@@ -1,0 +1,67 @@
+/**
+ * ComfyUI's own queue counters, seen through the turnstile, include the image jobs the turnstile
+ * holds for the GPU (SPEC "Several cards"): SwarmUI and queue-polling balancers read `GET /queue`
+ * and `GET /prompt` to pick the least busy backend, and a job waiting at our lock (or for Ollama
+ * to empty) is invisible to ComfyUI. They are added as pending entries in ComfyUI's own shape.
+ * Only when there is something to add is an answer read and rewritten; otherwise it passes as is.
+ */
+
+/** GET routes whose answers carry ComfyUI's queue depth (every route is served under /api too). */
+export const QUEUE_VIEW_PATHS: ReadonlySet<string> = new Set(["/queue", "/api/queue", "/prompt", "/api/prompt"]);
+
+/** The prompt_id shown for the n-th held job (1-based): no real id exists before ComfyUI has it. */
+export function heldPromptId(n: number): string {
+  return `gpu-turnstile-waiting-${n}`;
+}
+
+/** A queue item is `[number, prompt_id, prompt, extra_data, outputs_to_execute, …]`. */
+function itemNumber(item: unknown): number {
+  return Array.isArray(item) && typeof item[0] === "number" ? item[0] : -1;
+}
+
+/**
+ * ComfyUI's answer text with `held` jobs added: as pending items after everything ComfyUI has
+ * (`/queue`), or to `exec_info.queue_remaining` (`GET /prompt`). undefined when the text is not
+ * the JSON expected. The queue's items are spliced into the text, not re-serialized: a workflow's
+ * 64-bit seeds would lose digits through a JavaScript number.
+ */
+export function addHeldJobs(text: string, held: number): string | undefined {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) return undefined;
+  const o = doc as Record<string, unknown>;
+  if (Array.isArray(o.queue_pending) && Array.isArray(o.queue_running)) {
+    // ComfyUI writes queue_pending last; the items go just before the array's closing bracket.
+    const keys = Object.keys(o);
+    const end = keys[keys.length - 1] === "queue_pending" ? /\]\s*\}\s*$/.exec(text) : null;
+    if (!end) return undefined;
+    let top = -1;
+    for (const item of o.queue_running) top = Math.max(top, itemNumber(item));
+    for (const item of o.queue_pending) top = Math.max(top, itemNumber(item));
+    const added = Array.from({ length: held }, (_, i) => JSON.stringify([top + 1 + i, heldPromptId(i + 1), {}, { gpu_turnstile: "waiting for the GPU" }, []]));
+    return `${text.slice(0, end.index)}${o.queue_pending.length > 0 ? ", " : ""}${added.join(", ")}${text.slice(end.index)}`;
+  }
+  const info = o.exec_info;
+  if (typeof info === "object" && info !== null && typeof (info as Record<string, unknown>).queue_remaining === "number") {
+    const i = info as Record<string, unknown>;
+    return JSON.stringify({ ...o, exec_info: { ...i, queue_remaining: (i.queue_remaining as number) + held } });
+  }
+  return undefined;
+}
+
+/**
+ * ComfyUI's answer with `held` jobs added, or the answer unchanged: nothing held, not a 200, an
+ * encoded body (ComfyUI's optional compression), or a body that is not the JSON expected.
+ */
+export async function withHeldJobs(res: Response, held: number): Promise<Response> {
+  if (held <= 0 || res.status !== 200 || res.body === null || res.headers.has("content-encoding")) return res;
+  const text = await res.text();
+  const added = addHeldJobs(text, held);
+  const headers = new Headers(res.headers);
+  headers.delete("content-length");
+  return new Response(added ?? text, { status: res.status, statusText: res.statusText, headers });
+}

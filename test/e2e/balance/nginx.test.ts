@@ -1,0 +1,104 @@
+/**
+ * deploy/nginx.conf, run as shipped (addresses and ports rewritten) by a real nginx in front of two
+ * turnstiles on their own simulated cards: nginx has no active checks, so the recipe is passive —
+ * a busy card refuses a chat at once (X-Turnstile-Wait: 0) and nginx tries the next; when every
+ * card refused, the chat waits at one. ComfyUI clients stay on one card by address (ip_hash).
+ * Skips with a note when nginx is missing.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { callsTo, newPromptId, promptBody, startStack, submit, until, type Stack } from "../jobs/helpers.ts";
+
+const NGINX = Bun.which("nginx") ?? ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].find((p) => existsSync(p));
+if (!NGINX) console.warn("nginx is not installed (Debian package nginx): the nginx recipe test is skipped");
+
+let cards: Stack[] = [];
+let nginx: { ollama: string; comfy: string; stop(): Promise<void> } | undefined;
+
+async function freePort(): Promise<number> {
+  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = s.port;
+  s.stop(true);
+  return port;
+}
+
+beforeAll(async () => {
+  if (!NGINX) return;
+  // nginx sends its upstream's name as Host; a turnstile on the LAN (the default :11434) answers any Host.
+  cards = [await startStack({ env: { ALLOWED_HOSTS: "*" } }), await startStack({ env: { ALLOWED_HOSTS: "*" } })];
+  const host = (u: string) => new URL(u).host;
+  const [ollama, comfy] = [await freePort(), await freePort()];
+  let cfg = readFileSync(new URL("../../../deploy/nginx.conf", import.meta.url), "utf8");
+  for (const [i, c] of cards.entries()) {
+    cfg = cfg.replaceAll(`192.168.1.1${i + 1}:11434`, host(c.t.ollamaUrl)).replaceAll(`192.168.1.1${i + 1}:8188`, host(c.t.comfyUrl));
+  }
+  cfg = cfg.replace("listen 11434;", `listen 127.0.0.1:${ollama};`).replace("listen 8188;", `listen 127.0.0.1:${comfy};`);
+  const dir = mkdtempSync(join(tmpdir(), "gpu-turnstile-nginx-"));
+  const temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"].map((t) => `${t}_temp_path ${dir};`).join(" ");
+  writeFileSync(join(dir, "nginx.conf"), `daemon off;\npid ${dir}/nginx.pid;\nerror_log ${dir}/error.log;\nevents {}\nhttp {\n  access_log off;\n  ${temp}\n${cfg}\n}\n`);
+  const proc = Bun.spawn([NGINX, "-c", join(dir, "nginx.conf"), "-p", dir], { stdout: "ignore", stderr: "pipe" });
+  nginx = {
+    ollama: `http://127.0.0.1:${ollama}`,
+    comfy: `http://127.0.0.1:${comfy}`,
+    async stop() {
+      proc.kill();
+      await proc.exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await until(async () => (await fetch(`${nginx!.ollama}/api/tags`).catch(() => undefined))?.status === 200, "nginx answers");
+});
+
+afterAll(async () => {
+  await nginx?.stop();
+  for (const c of cards) await c.t.settled();
+  await Promise.all(cards.map((c) => c.stop()));
+  for (const [i, c] of cards.entries()) expect({ card: i + 1, overlaps: c.gpu.overlaps() }).toEqual({ card: i + 1, overlaps: [] });
+});
+
+const chat = () =>
+  fetch(`${nginx!.ollama}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] }) }).then(async (r) => {
+    await r.text();
+    return r.status;
+  });
+
+describe.skipIf(!NGINX)("nginx in front of two cards, from deploy/nginx.conf", () => {
+  test("chats go to the card without an image job at once; when both run one, a chat waits instead of failing", async () => {
+    for (const c of cards) c.ollama!.clearCalls();
+    await submit(cards[0]!.t, promptBody(newPromptId(), { sim_job_ms: 1200 }));
+    await until(() => cards[0]!.t.lock.state === "image", "card 1 runs an image job");
+    const t0 = performance.now();
+    expect(await Promise.all(Array.from({ length: 4 }, chat))).toEqual([200, 200, 200, 200]);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(cards[0]!.t.lock.state).toBe("image");
+    expect([callsTo(cards[0]!.ollama!.calls, "/api/chat").length, callsTo(cards[1]!.ollama!.calls, "/api/chat").length]).toEqual([0, 4]);
+
+    await submit(cards[1]!.t, promptBody(newPromptId(), { sim_job_ms: 400 }));
+    await until(() => cards[1]!.t.lock.state === "image", "card 2 runs an image job too");
+    expect(await chat()).toBe(200);
+    // It waited at a card (the other refused it first) and ran once the job there had ended.
+    expect(callsTo(cards[0]!.ollama!.calls, "/api/chat").length + callsTo(cards[1]!.ollama!.calls, "/api/chat").length).toBe(5);
+  }, 15_000);
+
+  test("a ComfyUI client's /prompt, /history and /view reach one card (ip_hash)", async () => {
+    await Promise.all(cards.map((c) => c.t.settled()));
+    for (const c of cards) c.comfy!.clearCalls();
+    const res = await fetch(`${nginx!.comfy}/prompt`, { method: "POST", headers: { "content-type": "application/json" }, body: promptBody(newPromptId(), { sim_job_ms: 100 }) });
+    expect(res.status).toBe(200);
+    const { prompt_id: id } = (await res.json()) as { prompt_id: string };
+    const card = cards.findIndex((c) => callsTo(c.comfy!.calls, "/prompt", "POST").length === 1);
+    expect(card).toBeGreaterThanOrEqual(0);
+    let outputs: Record<string, { images: { filename: string }[] }> | undefined;
+    await until(async () => {
+      const h = (await (await fetch(`${nginx!.comfy}/history/${id}`)).json()) as Record<string, { outputs: typeof outputs }>;
+      outputs = h[id]?.outputs;
+      return outputs !== undefined && Object.keys(outputs).length > 0;
+    }, "the job's history through nginx");
+    const file = Object.values(outputs!)[0]!.images[0]!.filename;
+    expect((await fetch(`${nginx!.comfy}/view?filename=${encodeURIComponent(file)}&type=output`)).status).toBe(200);
+    const other = cards[1 - card]!.comfy!.calls.filter((x) => x.headers["x-forwarded-for"] !== undefined);
+    expect(other.map((x) => x.path)).toEqual([]);
+  });
+});
