@@ -28,6 +28,9 @@ import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
+import { LeaseFile } from "./status/lease-file.ts";
+import { heldUntil } from "./proxy/start-gate.ts";
+import { pickUpAtStart, readCardAtStart } from "./jobs/adopt.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -54,7 +57,7 @@ export interface Turnstile {
   readonly listeners: BoundListener[];
   listener(name: Listener): BoundListener | undefined;
   health(): HealthBody;
-  /** The first round of upstream probes has been reported. */
+  /** The first round of upstream probes has been reported and the start has picked up what the card is doing. */
   readonly probed: Promise<void>;
   /** Resolves the next time the GPU is idle with no image job tracked (now, if it is). */
   whenIdle(): Promise<void>;
@@ -170,6 +173,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     max5xxRetries: MAX_5XX_RETRIES,
     retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
+  // STATE_DIR is empty only where the CLI did not resolve it (tests, the demo): leases end with the process.
+  const leaseFile = config.stateDir ? new LeaseFile(config.stateDir, config, log) : undefined;
   const steering = new Steering({
     lock,
     llm: llmWatches,
@@ -186,6 +191,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     log,
     onLease: (e) => status.onLease(e),
+    store: leaseFile,
   });
   const common = {
     lock,
@@ -251,7 +257,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const upstream = new URL(upstreamUrl);
     const guard = hostGuard({ bindHost: addr.hostname, allowed: allowedHosts, machineName: hostname(), machineAddresses });
     const hostAllowed = (host: string) => guard(host) || refusedHost(name, host);
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed });
+    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed }), pickedUp);
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -270,6 +276,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
+  // Start-up, once the ports are ours: a lease the last run kept is taken again first, then
+  // ComfyUI's queue decides whether the GPU starts in image. Requests wait at the door meanwhile.
+  let pickUp!: () => void;
+  const pickedUp = new Promise<void>((r) => (pickUp = r));
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy ? () => llmBodyWatch(ollama) : undefined;
@@ -290,6 +300,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         }
       });
     });
+
+  void (async () => {
+    const kept = leaseFile?.load();
+    if (kept) await steering.restore(kept);
+    if (imageJob) pickUpAtStart(await readCardAtStart(imageJob.comfy), imageJob, log);
+  })()
+    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
+    .finally(pickUp);
 
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
@@ -312,7 +330,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     listeners: bound,
     listener: (name) => bound.find((b) => b.name === name),
     health,
-    probed: monitor.first,
+    probed: Promise.all([monitor.first, pickedUp]).then(() => {}),
     async whenIdle() {
       // Idle means the lock is idle AND no image job is still being tracked: a job releases the
       // lock before its tracking ends (and a warm-up may follow), so both are checked, in a loop.
@@ -327,7 +345,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       steering.stop();
       hub.closeAll();
       for (const job of tracker.active()) {
-        if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });
+        if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }
       const graceful = Promise.all(servers.map((s) => s.server.stop(false)));
       const timer = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), timeoutMs).unref());

@@ -45,6 +45,8 @@ export interface Config {
   updateAsset: string;
   /** "" = only loopback clients are trusted */
   leaseMaxTtlMs: number;
+  /** "" = the default folder, resolved at start by defaultStateDir (config/state-dir.ts) */
+  stateDir: string;
   adminToken: string;
   appVer: string;
   cfgVer: string;

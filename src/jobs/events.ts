@@ -17,6 +17,8 @@ export type ImageJobEvent =
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
   | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string }
   | { phase: "forwarded"; jobId: number; status: number; promptId?: string; durationMs: number }
+  /** A job ComfyUI already ran or queued when the turnstile started, taken on as its own (adopt.ts). */
+  | { phase: "adopted"; jobId: number; promptId: string }
   | { phase: "retrying"; jobId: number; attempt: number; delayMs: number; reason: string }
   | { phase: "finished"; jobId: number; promptId: string; end: JobEnd; durationMs: number }
   /** The watchdog's /interrupt did not stop the job within FREE_TIMEOUT; the GPU is kept up to `graceMs` more. */

@@ -56,10 +56,12 @@ export interface ImageJobDeps {
 }
 
 let nextJobId = 1;
+/** A job number for the logs and the status, shared with the jobs picked up at start (adopt.ts). */
+export const takeJobId = (): number => nextJobId++;
 
 export async function handleImageJob(req: Request, clientIp: string | undefined, deps: ImageJobDeps): Promise<Response> {
   const { sessions, settings, emit } = deps;
-  const jobId = nextJobId++;
+  const jobId = takeJobId();
   const clientSignal = req.signal;
   let lease: SessionTicket | undefined;
   let promptId: string | undefined;
@@ -186,7 +188,7 @@ export async function handleImageJob(req: Request, clientIp: string | undefined,
 }
 
 /** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
-async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
+export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   const { ollama, settings, emit } = deps;
   if (!ollama) return;
   const t0 = performance.now();
@@ -218,7 +220,7 @@ const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
  * interrupted (the watchdog); one that will not stop keeps the GPU for one more JOB_TIMEOUT with
  * the interrupt repeated, and is then handed on with an error line: bounded either way.
  */
-async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
+export async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps): Promise<JobOutcome> {
   const { comfy, settings, emit, sessions } = deps;
   const t0 = performance.now();
   const seen = await followJob(comfy, promptId, {
@@ -240,7 +242,7 @@ async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps):
 }
 
 /** /free, then poll /system_stats until the VRAM is back or FREE_TIMEOUT passes. Never throws. */
-async function freeComfy(jobId: number, promptId: string | undefined, deps: ImageJobDeps): Promise<void> {
+export async function freeComfy(jobId: number, promptId: string | undefined, deps: ImageJobDeps): Promise<void> {
   const { comfy, settings, emit } = deps;
   const f0 = performance.now();
   const deadline = Date.now() + settings.freeTimeoutMs;
@@ -280,7 +282,7 @@ async function freeComfy(jobId: number, promptId: string | undefined, deps: Imag
 }
 
 /** WARM_MODEL: reload the chat model once the GPU is idle. It loads a model, so it holds an LLM slot. */
-async function warm(deps: ImageJobDeps): Promise<void> {
+export async function warm(deps: ImageJobDeps): Promise<void> {
   const { ollama, settings, lock, emit } = deps;
   const model = settings.warmModel;
   if (!ollama || !model) return;

@@ -218,6 +218,12 @@ export class StatusModel {
           job.phase_since = at;
         }
         break;
+      case "adopted":
+        if (!job) return;
+        job.prompt_id = e.promptId;
+        job.phase = "running";
+        job.phase_since = at;
+        break;
       case "finished":
         if (!job) return;
         job.phase = "freeing";

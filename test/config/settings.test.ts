@@ -41,6 +41,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   updateRepo: "string",
   updateAsset: "string",
   leaseMaxTtlMs: "number",
+  stateDir: "string",
   adminToken: "string",
   appVer: "string",
   cfgVer: "string",
