@@ -110,22 +110,53 @@ async function leaseAndRun(
     return 127;
   }
   let lost = false;
-  const renewer = setInterval(
-    async () => {
-      const res = await fetch(`${leaseUrl}/renew`, { method: "POST", headers }).catch(() => undefined);
-      if (res?.status === 404 && !lost) {
-        lost = true;
-        say("gpu-turnstile: the lease has ended (force-released, or expired); the GPU is no longer reserved for this command\n");
-      }
-    },
-    Math.max(50, ttlMs / 3),
-  );
+  const renewer = renewUntilLost(`${leaseUrl}/renew`, headers, ttlMs, say, () => (lost = true));
   const code = await child.exited;
-  clearInterval(renewer);
+  renewer.stop();
   if (!lost) await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
   // Killed by a signal: the shell's convention, 128 + its number.
   const sig = child.signalCode;
   return sig ? 128 + (constants.signals[sig as keyof typeof constants.signals] ?? 0) : code;
+}
+
+/**
+ * Renews every third of the TTL. A turnstile that does not answer (restarting: it takes the lease
+ * again with the same id) is asked again every tenth of the TTL until one TTL has passed since the
+ * last renewal; only then, or on a 404, is the lease lost.
+ */
+function renewUntilLost(url: string, headers: Record<string, string>, ttlMs: number, say: (text: string) => void, lost: () => void): { stop(): void } {
+  let renewedAt = Date.now();
+  let silent = false;
+  let stopped = false;
+  let timer: ReturnType<typeof setTimeout>;
+  const end = (why: string) => {
+    lost();
+    say(`gpu-turnstile: the lease has ended (${why}); the GPU is no longer reserved for this command\n`);
+  };
+  const renew = async () => {
+    const res = await fetch(url, { method: "POST", headers }).catch(() => undefined);
+    if (stopped) return;
+    if (res?.ok) {
+      renewedAt = Date.now();
+      if (silent) say("gpu-turnstile: the turnstile answers again; the lease is renewed\n");
+      silent = false;
+    } else if (res?.status === 404) {
+      return end("force-released, or expired");
+    } else if (Date.now() - renewedAt >= ttlMs) {
+      return end("the turnstile did not answer within its TTL");
+    } else if (!silent) {
+      silent = true;
+      say(`gpu-turnstile: the turnstile does not answer (${res ? `status ${res.status}` : "down"}); renewing again until the lease's TTL\n`);
+    }
+    timer = setTimeout(renew, Math.max(50, silent ? ttlMs / 10 : ttlMs / 3));
+  };
+  timer = setTimeout(renew, Math.max(50, ttlMs / 3));
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
 }
 
 export async function releaseCommand(opts: { configPath?: string; url?: string; out?: (text: string) => void }): Promise<number> {
