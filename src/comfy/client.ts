@@ -12,6 +12,33 @@ export interface QueueView {
   pending: string[];
 }
 
+/** A job's status in the jobs API (api-facts C8). */
+export type JobStatus = "pending" | "in_progress" | "completed" | "failed" | "cancelled";
+export const JOB_STATUSES: readonly JobStatus[] = ["pending", "in_progress", "completed", "failed", "cancelled"];
+
+/**
+ * What `GET /api/jobs/{id}` says: a status, `unknown` (ComfyUI's own 404 `{"error":"Job not
+ * found"}`), or `unsupported` (a ComfyUI older than the jobs API: the route itself is missing,
+ * and aiohttp answers its plain-text "404: Not Found").
+ */
+export type JobLookup = JobStatus | "unknown" | "unsupported";
+
+export interface JobSummary {
+  id: string;
+  status: JobStatus;
+}
+
+const isJobStatus = (v: unknown): v is JobStatus => JOB_STATUSES.includes(v as JobStatus);
+
+/**
+ * Whether a 404 came from a jobs route that exists (its JSON `{"error": …}`) or from a server
+ * that has no such route (aiohttp's text "404: Not Found", or anything else that is not that JSON).
+ */
+function routeExists(text: string): boolean {
+  const body = parseJson(text);
+  return isRecord(body) && typeof body.error === "string";
+}
+
 export class ComfyClient {
   constructor(
     readonly base: URL,
@@ -44,6 +71,31 @@ export class ComfyClient {
     }
     const ids = (items: unknown[]) => items.flatMap((i) => (Array.isArray(i) && typeof i[1] === "string" ? [i[1]] : []));
     return { running: ids(body.queue_running), pending: ids(body.queue_pending) };
+  }
+
+  /** `GET /api/jobs/{id}` (C8): one read tells pending, running, or how the job ended. */
+  async job(promptId: string, signal?: AbortSignal): Promise<JobLookup> {
+    const path = `/api/jobs/${encodeURIComponent(promptId)}`;
+    const { status, text } = await callJson(this.base, path, { timeoutMs: this.callTimeoutMs, signal });
+    if (status === 404 || status === 405) return routeExists(text) ? "unknown" : "unsupported";
+    if (status !== 200) throw new UpstreamHttpError(status, text, `GET ${path}`);
+    const body = parseJson(text);
+    if (!isRecord(body) || !isJobStatus(body.status)) throw new Error(`GET ${path}: not a job`);
+    return body.status;
+  }
+
+  /**
+   * `GET /api/jobs?status=…` (C8): every job in those states (no `limit`, so one page holds them all), or `unsupported` on a
+   * ComfyUI without the jobs API.
+   */
+  async jobs(statuses: readonly JobStatus[], signal?: AbortSignal): Promise<JobSummary[] | "unsupported"> {
+    const path = `/api/jobs?status=${statuses.join(",")}`;
+    const { status, text } = await callJson(this.base, path, { timeoutMs: this.callTimeoutMs, signal });
+    if (status === 404 || status === 405) return "unsupported";
+    if (status !== 200) throw new UpstreamHttpError(status, text, `GET ${path}`);
+    const body = parseJson(text);
+    if (!isRecord(body) || !Array.isArray(body.jobs)) throw new Error(`GET ${path}: not a job list`);
+    return body.jobs.flatMap((j) => (isRecord(j) && typeof j.id === "string" && isJobStatus(j.status) ? [{ id: j.id, status: j.status }] : []));
   }
 
   /** `POST /interrupt {"prompt_id"}` (C7): stops that prompt if it is the one running, else nothing. */

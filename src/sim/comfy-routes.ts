@@ -4,6 +4,7 @@
  * aiohttp's default content type, and a 500 whenever `request.json()` fails.
  */
 import { randomUUID } from "node:crypto";
+import { cancelJob, cancelJobs, getJob, listJobs } from "./comfy-jobs.ts";
 import { CHECKPOINTS, objectInfo, validatePrompt } from "./comfy-nodes.ts";
 import type { FileStore, FileType } from "./comfy-files.ts";
 import type { ComfyWorker } from "./comfy-worker.ts";
@@ -65,6 +66,8 @@ export interface RouteDeps {
   /** For /system_stats' argv. */
   hostname: string;
   port: () => number;
+  /** v0.3.64: any string is a prompt_id, no jobs API. Otherwise today's ComfyUI (S3). */
+  legacy: boolean;
 }
 
 export interface Route {
@@ -73,7 +76,7 @@ export interface Route {
 }
 
 /** The route table as a lookup function; every path also answers under /api. */
-export function comfyRoutes({ gpu, worker, files, hostname, port }: RouteDeps): (path: string) => Route | undefined {
+export function comfyRoutes({ gpu, worker, files, hostname, port, legacy }: RouteDeps): (path: string) => Route | undefined {
   // The server's prompt counter: it advances for every POST /prompt without a `number`.
   let promptNumber = 0;
 
@@ -103,6 +106,7 @@ export function comfyRoutes({ gpu, worker, files, hostname, port }: RouteDeps): 
     if (!isDict(prompt)) throw new HandlerError("prompt is not a dict");
     const givenId = data.get("prompt_id");
     const promptId = givenId === undefined ? randomUUID() : pyStr(givenId);
+    if (!legacy && givenId !== undefined && !CANONICAL_UUID.test(promptId)) return invalidPromptId(promptId);
     const targets = data.get("partial_execution_targets");
     const partial = Array.isArray(targets) ? targets.filter((t): t is string => typeof t === "string") : undefined;
     const valid = validatePrompt(prompt, partial);
@@ -191,7 +195,7 @@ export function comfyRoutes({ gpu, worker, files, hostname, port }: RouteDeps): 
         os: "posix",
         ram_total: 134_986_240_000,
         ram_free: 118_325_981_184 - (torch.total > 0 ? 5_421_404_160 : 0),
-        comfyui_version: "0.3.64",
+        comfyui_version: legacy ? "0.3.64" : "0.26.0",
         required_frontend_version: "1.27.10",
         installed_templates_version: "0.1.95",
         required_templates_version: "0.1.95",
@@ -279,7 +283,22 @@ export function comfyRoutes({ gpu, worker, files, hostname, port }: RouteDeps): 
     [/^\/models\/([^/]+)$/, { GET: ({ params }) => (params[0] === "checkpoints" ? json(CHECKPOINTS) : params[0] === "loras" || params[0] === "vae" ? json([]) : empty(404)) }],
   ];
 
+  const reply = ({ status, body }: { status: number; body: PyLike }): Response => json(body, status);
+  const JOB_ROUTES: [RegExp, Record<string, Handler>][] = [
+    [/^\/api\/jobs$/, { GET: ({ url }) => reply(listJobs(worker, url.searchParams)) }],
+    [/^\/api\/jobs\/cancel$/, { POST: ({ body }) => reply(cancelJobs(worker, body)) }],
+    [/^\/api\/jobs\/([^/]+)$/, { GET: ({ params }) => reply(getJob(worker, params[0] as string)) }],
+    [/^\/api\/jobs\/([^/]+)\/cancel$/, { POST: ({ params }) => reply(cancelJob(worker, params[0] as string)) }],
+  ];
+
   function route(path: string): Route | undefined {
+    // The jobs routes exist only as /api/jobs… (C8), and only in versions that have them.
+    if (!legacy && path.startsWith("/api/jobs")) {
+      for (const [re, methods] of JOB_ROUTES) {
+        const m = re.exec(path);
+        if (m) return { methods, params: m.slice(1).map((s) => decodeURIComponent(s)) };
+      }
+    }
     // add_routes registers every route a second time under /api.
     const p = path.startsWith("/api/") ? path.slice(4) : path;
     for (const [re, methods] of ROUTES) {
@@ -293,6 +312,15 @@ export function comfyRoutes({ gpu, worker, files, hostname, port }: RouteDeps): 
 }
 
 export const FEATURES = { supports_preview_metadata: true, max_upload_size: new PyFloat(104_857_600) };
+
+/** What today's ComfyUI accepts as a client-chosen prompt_id (#13998): a canonical lowercase UUID. */
+const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function invalidPromptId(id: string): Response {
+  const message = "Invalid prompt_id";
+  const error = { type: "invalid_prompt_id", message, details: `prompt_id must be a canonical UUID, got ${JSON.stringify(id.slice(0, 100))}`, extra_info: {} };
+  return json({ error, node_errors: {} }, 400);
+}
 
 function noPrompt(): Response {
   const error = { type: "no_prompt", message: "No prompt provided", details: "No prompt provided", extra_info: {} };

@@ -21,6 +21,15 @@ export interface JobInfo {
   endedAt?: number;
 }
 
+/** A queued or running job as the jobs API reads it (wall-clock milliseconds). */
+export interface QueuedJob {
+  id: string;
+  number: number | PyFloat;
+  running: boolean;
+  createTime: number;
+  startTime?: number;
+}
+
 export interface WorkerOptions {
   jobMs: number;
   /** Loading the checkpoint cold (after a /free that unloaded it), before the first node runs. */
@@ -45,6 +54,8 @@ interface Job extends JobInfo {
   outputs: string[];
   clientId: string | undefined;
   abort: AbortController;
+  createTime: number;
+  startWall?: number;
 }
 
 type Message = [string, Map<string, PyLike>];
@@ -92,6 +103,7 @@ export class ComfyWorker {
       outputs,
       clientId: typeof client === "string" ? client : undefined,
       abort: new AbortController(),
+      createTime: Date.now(),
     };
     this.all.push(job);
     this.pending.push(job);
@@ -113,6 +125,28 @@ export class ComfyWorker {
 
   jobs(): JobInfo[] {
     return this.all.map(({ id, state, startedAt, endedAt }) => ({ id, state, startedAt, endedAt }));
+  }
+
+  /** The running job first, then the pending ones in run order. */
+  queued(): QueuedJob[] {
+    const view = (j: Job, running: boolean): QueuedJob => ({ id: j.id, number: j.number, running, createTime: j.createTime, startTime: j.startWall });
+    return [...(this.current ? [view(this.current, true)] : []), ...this.sorted().map((j) => view(j, false))];
+  }
+
+  /** When the job was queued (wall-clock ms), for the jobs API. */
+  createTime(id: string): number | undefined {
+    return this.all.find((j) => j.id === id)?.createTime;
+  }
+
+  /** Whether the job is pending (removed: true) or running (interrupted: true); false for anything else. */
+  cancel(id: string): boolean {
+    if (this.current?.id === id) {
+      this.current.abort.abort();
+      return true;
+    }
+    if (!this.pending.some((j) => j.id === id)) return false;
+    this.deletePending([id]);
+    return true;
   }
 
   running(): JobInfo | undefined {
@@ -241,6 +275,7 @@ export class ComfyWorker {
     const { id, clientId } = job;
     job.state = "running";
     job.startedAt = this.gpu.now();
+    job.startWall = Date.now();
     this.gpu.note("job-start", "comfy", id);
     // Loading the checkpoint is the first thing a job does; later jobs reuse the cached models.
     // Cold it takes loadMs (a real SDXL checkpoint is ~7 GB read from disk); the memory is held
@@ -254,12 +289,12 @@ export class ComfyWorker {
     }
 
     const messages: Message[] = [];
-    // execution.py add_message: recorded for /history, sent only when the prompt has a client
-    // (or always, for `broadcast` messages, which then go to everybody).
+    // execution.py add_message: recorded for /history, sent only to the prompt's client; the
+    // `broadcast` ones (execution_interrupted) go to every socket (api-facts S3).
     const addMessage = (event: string, data: Record<string, PyLike>, broadcast = false): void => {
       const withTs = new Map<string, PyLike>([...Object.entries(data), ["timestamp", Math.floor(Date.now())]]);
       messages.push([event, withTs]);
-      if (clientId !== undefined || broadcast) this.hub.send(event, withTs, clientId);
+      if (clientId !== undefined || broadcast) this.hub.send(event, withTs, broadcast ? undefined : clientId);
     };
     const toClient = (event: string, data: PyLike): void => {
       if (clientId !== undefined) this.hub.send(event, data, clientId);

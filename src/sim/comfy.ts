@@ -1,7 +1,8 @@
 /**
  * A simulated ComfyUI server on loopback: the fake behind the end-to-end tests and the image
- * tenant of the `demo` command. Routes, status codes and bodies follow ../shared/api (C1–C8,
- * v0.3.64 shapes), every route also answers under `/api`, and bodies are Python json.dumps text.
+ * tenant of the `demo` command. Routes, status codes and bodies follow ../shared/api (C1–C8 in
+ * v0.3.64 shapes, plus today's jobs API and prompt_id rule unless `legacy`), every route also
+ * answers under `/api`, and bodies are Python json.dumps text.
  */
 import { randomUUID } from "node:crypto";
 import type { ServerWebSocket } from "bun";
@@ -40,6 +41,11 @@ export interface ComfySimOptions {
   outputBytes?: number;
   /** When > 0, each sampler step also sends a binary PREVIEW_IMAGE frame of this many bytes. */
   previewBytes?: number;
+  /**
+   * Behave like ComfyUI v0.3.64: any string is a prompt_id and there is no jobs API (its routes
+   * 404 as unknown routes). Default false: today's ComfyUI (api-facts S3).
+   */
+  legacy?: boolean;
   /** Keep `calls` (default true); benchmarks turn it off. */
   recordCalls?: boolean;
   /** Listen address; loopback only (default 127.0.0.1). */
@@ -128,7 +134,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
       previewBytes: opts.previewBytes ?? 0,
       fail: opts.failJobs,
     });
-    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port });
+    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port, legacy: opts.legacy ?? false });
 
     async function handle(req: Request, server: Bun.Server<WsData>): Promise<Response | undefined> {
       const url = new URL(req.url);

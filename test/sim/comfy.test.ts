@@ -127,14 +127,15 @@ describe("simulated ComfyUI: job lifecycle (C2, C5)", () => {
     expect(await (await fetch(`${sim.url}/queue`)).text()).toBe(dumpsPy(fixture("comfy-queue-empty.json")));
   });
 
-  test("POST /queue delete removes a pending job before it runs", async () => {
-    await post(`${sim.url}/prompt`, promptBody({ prompt_id: "first" }));
-    await post(`${sim.url}/prompt`, promptBody({ prompt_id: "second" }));
-    const res = await post(`${sim.url}/queue`, { delete: ["second"] });
+  test("POST /queue delete removes a pending job before it runs (legacy: any string is an id)", async () => {
+    const s = await start({ legacy: true });
+    await post(`${s.url}/prompt`, promptBody({ prompt_id: "first" }));
+    await post(`${s.url}/prompt`, promptBody({ prompt_id: "second" }));
+    const res = await post(`${s.url}/queue`, { delete: ["second"] });
     expect(res.status).toBe(200);
     expect(await res.text()).toBe("");
-    await waitHistory(sim, "first");
-    expect(sim.jobs().map((j) => j.id)).toEqual(["first"]);
+    await waitHistory(s, "first");
+    expect(s.jobs().map((j) => j.id)).toEqual(["first"]);
   });
 
   test("a failing job ends with status error and an execution_error message", async () => {
