@@ -17,12 +17,15 @@ export interface StartLog {
   debug(msg: string, fields?: Record<string, unknown>): void;
 }
 
-/** What ComfyUI runs and has pending. */
-function comfyWork(comfy: ComfyClient): Promise<QueueView> {
-  return comfy.queue();
+/** What ComfyUI runs and has pending: its jobs API where it has one (api-facts C8), else /queue. */
+async function comfyWork(comfy: ComfyClient): Promise<QueueView> {
+  const jobs = await comfy.jobs(["in_progress", "pending"]);
+  if (jobs === "unsupported") return comfy.queue();
+  const of = (status: string) => jobs.flatMap((j) => (j.status === status ? [j.id] : []));
+  return { running: of("in_progress"), pending: of("pending") };
 }
 
-/** Reads ComfyUI's queue and memory together; each read is bounded by the client's PROBE_TIMEOUT. */
+/** Reads ComfyUI's work and memory together; each read is bounded by the client's PROBE_TIMEOUT. */
 export async function readCardAtStart(comfy: ComfyClient): Promise<CardAtStart> {
   const [queue, vram] = await Promise.all([
     comfyWork(comfy).catch((err: unknown) => new Error(describeFetchError(err))),
