@@ -205,7 +205,7 @@ export class Steering {
     // A lower LEASE_MAX_TTL since (or a file edited by hand) bounds it like a new lease.
     if (left > this.#d.settings.maxTtlMs) view.expires_at = this.#now() + this.#d.settings.maxTtlMs;
     this.#held = { view, ttlMs: Math.min(ttlMs, this.#d.settings.maxTtlMs), lock, timer: this.#arm(view.id, view.expires_at - this.#now()) };
-    this.#d.log.notice(`GPU lease of ${JSON.stringify(kept.holder)} taken again after a restart`, { ...fields, left_ms: left });
+    this.#d.log.notice(`GPU lease of ${JSON.stringify(kept.holder)} taken again after a restart`, { ...fields, expires_at: new Date(view.expires_at).toISOString() });
     this.#d.onLease({ event: "grant", lease: { ...view } });
     void this.#emptyGpu().then((problem) => {
       if (problem) this.#d.log.warn("could not empty the GPU again for the lease taken after a restart; it stays held", { ...fields, reason: problem });
