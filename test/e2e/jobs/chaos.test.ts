@@ -301,7 +301,7 @@ test(`restart storm: the turnstile killed and restarted at random moments while 
     let next = 0;
     const worker = async () => {
       while (storming) {
-        const op = { ...ops[next++ % ops.length]!, promptId: crypto.randomUUID() };
+        const op = { ...ops[next++ % ops.length]!, promptId: newPromptId() };
         results.push(await runOne(op, urls.ollama, urls.comfy));
       }
     };

@@ -30,11 +30,9 @@ export const FIXTURE_PROMPT_ID = (JSON.parse(PROMPT_REQUEST) as { prompt_id: str
 export const FAST_OLLAMA: OllamaSimOptions = { loadMs: 5, unloadMs: 20, tokenDelayMs: 2, tokens: 5 };
 export const FAST_COMFY: ComfySimOptions = { jobMs: 40, freeDelayMs: 20 };
 
-let idCounter = 0;
-/** A fresh prompt_id per job: the simulator keys its history by it, like ComfyUI. */
+/** A fresh prompt_id per job (a canonical UUID, as ComfyUI and the turnstile require). */
 export function newPromptId(): string {
-  idCounter++;
-  return `e2e-${process.pid}-${idCounter}-${Math.random().toString(36).slice(2, 8)}`;
+  return crypto.randomUUID();
 }
 
 /** The fixture's workflow under another prompt_id, optionally with simulator hints in extra_data. */

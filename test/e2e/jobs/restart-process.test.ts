@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { SimGpu, startComfySim, startOllamaSim, type ComfySim, type OllamaSim } from "../../../src/sim/index.ts";
 import type { StatusDoc } from "../../../src/status/model.ts";
 import { type MainProcess, startMain } from "../../support/main-process.ts";
-import { callsTo, FAST_COMFY, FAST_OLLAMA, postJson, promptBody, waitFor } from "./helpers.ts";
+import { callsTo, FAST_COMFY, FAST_OLLAMA, newPromptId, postJson, promptBody, waitFor } from "./helpers.ts";
 
 let cwd: string;
 beforeAll(() => {
@@ -50,7 +50,7 @@ for (const signal of ["SIGKILL", "SIGTERM"] as const) {
     };
     const first = await startMain(cwd, env);
     procs.push(first);
-    const id = crypto.randomUUID();
+    const id = newPromptId();
     const job = await postJson(`${first.url("comfy")}/prompt`, promptBody(id, { sim_job_ms: 1500 }));
     expect(job.status).toBe(200);
     await job.text();

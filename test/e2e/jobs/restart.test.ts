@@ -14,7 +14,7 @@ import type { ComfySim } from "../../../src/sim/index.ts";
 import { LeaseFile } from "../../../src/status/lease-file.ts";
 import type { StatusDoc } from "../../../src/status/model.ts";
 import { startTestTurnstile, type TestTurnstile } from "../../support/turnstile.ts";
-import { callsTo, chat, postJson, promptBody, type Stack, startStack, until, waitFor } from "./helpers.ts";
+import { callsTo, chat, newPromptId, postJson, promptBody, type Stack, startStack, until, waitFor } from "./helpers.ts";
 
 let s: Stack | undefined;
 let extra: TestTurnstile | undefined;
@@ -31,7 +31,7 @@ afterEach(async () => {
 
 /** A job sent straight to ComfyUI, as the killed turnstile had forwarded it. */
 async function queueDirect(comfy: ComfySim, jobMs: number): Promise<string> {
-  const id = crypto.randomUUID();
+  const id = newPromptId();
   const res = await postJson(`${comfy.url}/prompt`, promptBody(id, { sim_job_ms: jobMs }));
   expect(res.status).toBe(200);
   await res.text();
