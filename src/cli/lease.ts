@@ -110,7 +110,11 @@ async function leaseAndRun(
     return 127;
   }
   let lost = false;
-  const renewer = renewUntilLost(`${leaseUrl}/renew`, headers, ttlMs, say, () => (lost = true));
+  const ended = (why: string) => {
+    lost = true;
+    say(`gpu-turnstile: the lease has ended (${why}); the GPU is no longer reserved for this command\n`);
+  };
+  const renewer = renewUntilLost(`${leaseUrl}/renew`, headers, ttlMs, say, ended);
   const code = await child.exited;
   renewer.stop();
   if (!lost) await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
@@ -124,15 +128,11 @@ async function leaseAndRun(
  * again with the same id) is asked again every tenth of the TTL until one TTL has passed since the
  * last renewal; only then, or on a 404, is the lease lost.
  */
-function renewUntilLost(url: string, headers: Record<string, string>, ttlMs: number, say: (text: string) => void, lost: () => void): { stop(): void } {
+function renewUntilLost(url: string, headers: Record<string, string>, ttlMs: number, say: (text: string) => void, ended: (why: string) => void): { stop(): void } {
   let renewedAt = Date.now();
   let silent = false;
   let stopped = false;
   let timer: ReturnType<typeof setTimeout>;
-  const end = (why: string) => {
-    lost();
-    say(`gpu-turnstile: the lease has ended (${why}); the GPU is no longer reserved for this command\n`);
-  };
   const renew = async () => {
     const res = await fetch(url, { method: "POST", headers }).catch(() => undefined);
     if (stopped) return;
@@ -141,9 +141,9 @@ function renewUntilLost(url: string, headers: Record<string, string>, ttlMs: num
       if (silent) say("gpu-turnstile: the turnstile answers again; the lease is renewed\n");
       silent = false;
     } else if (res?.status === 404) {
-      return end("force-released, or expired");
+      return ended("force-released, or expired");
     } else if (Date.now() - renewedAt >= ttlMs) {
-      return end("the turnstile did not answer within its TTL");
+      return ended("the turnstile did not answer within its TTL");
     } else if (!silent) {
       silent = true;
       say(`gpu-turnstile: the turnstile does not answer (${res ? `status ${res.status}` : "down"}); renewing again until the lease's TTL\n`);

@@ -244,10 +244,13 @@ export class Steering {
     h.lock.release();
     const heldMs = this.#now() - h.view.since;
     const fields = { lease: h.view.id, holder: h.view.holder, held_ms: heldMs, reason };
-    if (reason !== "stopped") this.#d.store?.save(null);
     if (reason === "stopped" && this.#d.store) {
+      // Not an end for its holder: the next start takes it again, so no `end` event tells anyone it is over.
       this.#d.log.notice(`GPU lease of ${JSON.stringify(h.view.holder)} is kept for the next start, until its TTL`, { ...fields, expires_at: new Date(h.view.expires_at).toISOString() });
-    } else if (reason === "expired") this.#d.log.warn(`GPU lease of ${JSON.stringify(h.view.holder)} expired: not renewed within its TTL`, fields);
+      return h.view.id;
+    }
+    this.#d.store?.save(null);
+    if (reason === "expired") this.#d.log.warn(`GPU lease of ${JSON.stringify(h.view.holder)} expired: not renewed within its TTL`, fields);
     else this.#d.log.notice(`GPU lease of ${JSON.stringify(h.view.holder)} ended (${reason})`, fields);
     this.#d.onLease(by ? { event: "end", lease: { ...h.view }, reason, by } : { event: "end", lease: { ...h.view }, reason });
     return h.view.id;

@@ -6,6 +6,7 @@ import { Steering, type StoredLease } from "../../src/status/steer.ts";
 function steering(now: () => number) {
   const kept: (StoredLease | null)[] = [];
   const lines: string[] = [];
+  const events: string[] = [];
   const lock = new GpuLock();
   const s = new Steering({
     lock,
@@ -15,16 +16,16 @@ function steering(now: () => number) {
     ollama: undefined,
     settings: { maxTtlMs: 60_000, unloadTimeoutMs: 1000, unloadPollIntervalMs: 10, probeTimeoutMs: 100, freeTimeoutMs: 100, pollMs: 10 },
     log: { warn: (m) => lines.push(`WARN ${m}`), notice: (m) => lines.push(m) },
-    onLease: () => {},
+    onLease: (e) => events.push(e.event),
     store: { save: (l) => kept.push(l) },
     now,
   });
-  return { s, lock, kept, lines };
+  return { s, lock, kept, lines, events };
 }
 
 const LEASE: StoredLease = { id: "L1", holder: "train.py", by: "127.0.0.1", since: 0, expires_at: 30_000, ttl_ms: 30_000 };
 
-test("every grant and renewal is kept, an end removes it, a shutdown keeps it", async () => {
+test("every grant and renewal is kept, an end removes it, a shutdown keeps it without announcing an end", async () => {
   const t = steering(() => 1000);
   const v = await t.s.take("train.py", 10_000, "127.0.0.1", new AbortController().signal);
   expect(t.kept.at(-1)).toMatchObject({ id: v.id, expires_at: 11_000, ttl_ms: 10_000 });
@@ -37,6 +38,8 @@ test("every grant and renewal is kept, an end removes it, a shutdown keeps it", 
   const before = t.kept.length;
   t.s.stop();
   expect(t.kept.length).toBe(before);
+  // No `end` goes out: a follower of the event stream (lease -- cmd) must not stop its command.
+  expect(t.events).toEqual(["grant", "renew", "end", "grant"]);
   expect(t.lines.at(-1)).toBe('GPU lease of "game" is kept for the next start, until its TTL');
   expect(w.id).not.toBe(v.id);
 });
