@@ -97,6 +97,24 @@ test("a start while ComfyUI has a job only pending picks it up too", async () =>
   expect(s.gpu.overlaps()).toEqual([]);
 });
 
+test("an older ComfyUI without the jobs API: its /queue is read instead", async () => {
+  let id = "";
+  s = await startStack({
+    comfy: { legacy: true },
+    beforeStart: async ({ comfy }) => {
+      id = await queueDirect(comfy!, 200);
+      await waitFor(() => comfy!.runningJob(), "ComfyUI running the job");
+    },
+  });
+  expect(s.t.lock.state).toBe("image");
+  expect(noticeLines(s.t, "picked up 1 ComfyUI job(s)")[0]).toContain(id);
+  const res = await chat(s.t);
+  expect(res.status).toBe(200);
+  await res.text();
+  await s.t.settled();
+  expect(s.gpu.overlaps()).toEqual([]);
+});
+
 test("ComfyUI holding its checkpoint with an empty queue at start is freed before the first chat", async () => {
   s = await startStack({
     env: { LOGLEVEL: "warn" },
