@@ -85,13 +85,13 @@ function adopt(promptIds: string[], deps: ImageJobDeps, log: StartLog): void {
     prompt_ids: promptIds.join(","),
   });
   const since = Date.now();
-  const t0 = performance.now();
   // Every job is followed at once (they are all in ComfyUI's queue already); the last to end
   // leaves the session, which frees ComfyUI before the GPU is handed on.
   let left = jobs.length;
   for (const [i, job] of jobs.entries()) {
     void tracker.run({ ...job, since }, async () => {
       const ticket = await entered;
+      const acquiredAt = performance.now();
       emit({ phase: "acquired", jobId: job.jobId, waitedMs: ticket.waitedMs, joined: i > 0 });
       await ticket.ready();
       ticket.accepted();
@@ -102,7 +102,7 @@ function adopt(promptIds: string[], deps: ImageJobDeps, log: StartLog): void {
       followed.done();
       const last = --left === 0;
       const gpuReleased = last && (await ticket.leave(() => freeComfy(job.jobId, job.promptId, deps)));
-      emit({ phase: "released", ...job, outcome, heldMs: performance.now() - t0, gpuReleased });
+      emit({ phase: "released", ...job, outcome, heldMs: performance.now() - acquiredAt, gpuReleased });
       if (gpuReleased) await warm(deps);
     });
   }
