@@ -134,7 +134,8 @@ function renewUntilLost(url: string, headers: Record<string, string>, ttlMs: num
   let stopped = false;
   let timer: ReturnType<typeof setTimeout>;
   const renew = async () => {
-    const res = await fetch(url, { method: "POST", headers }).catch(() => undefined);
+    // Bounded: a turnstile that hangs must count as one that does not answer.
+    const res = await fetch(url, { method: "POST", headers, signal: AbortSignal.timeout(Math.max(1000, ttlMs / 3)) }).catch(() => undefined);
     if (stopped) return;
     if (res?.ok) {
       renewedAt = Date.now();
