@@ -40,6 +40,9 @@ import { startAgent } from "./balance/agent.ts";
 import { HeldJobs } from "./balance/held-jobs.ts";
 import { agentLine, readiness } from "./balance/readiness.ts";
 import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
+import { LeaseFile } from "./status/lease-file.ts";
+import { heldUntil } from "./proxy/start-gate.ts";
+import { pickUpAtStart, readCardAtStart } from "./jobs/adopt.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -70,7 +73,7 @@ export interface Turnstile {
   readonly agentPort: number | undefined;
   listener(name: Listener): BoundListener | undefined;
   health(): HealthBody;
-  /** The first round of upstream probes has been reported. */
+  /** The first round of upstream probes has been reported and the start has picked up what the card is doing. */
   readonly probed: Promise<void>;
   /** Resolves the next time the GPU is idle with no image job tracked (now, if it is). */
   whenIdle(): Promise<void>;
@@ -214,6 +217,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     max5xxRetries: MAX_5XX_RETRIES,
     retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
+  // STATE_DIR is empty only where the CLI did not resolve it (tests, the demo): leases end with the process.
+  const leaseFile = config.stateDir ? new LeaseFile(config.stateDir, config, log) : undefined;
   const steering = new Steering({
     lock,
     llm: llmWatches,
@@ -234,6 +239,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       cardMetrics.onLease(e);
     },
     onForceRelease: () => cardMetrics.onForceRelease(),
+    store: leaseFile,
   });
   const common = {
     lock,
@@ -351,7 +357,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     let serving: { timeout(req: Request, seconds: number): void } | undefined;
     const cutClient = (req: Request) => serving?.timeout(req, 1);
     const readyz = (classParam: string | null) => readyzAnswer(readyzDeps, classParam, name === "comfy" ? "image" : "llm");
-    const app = createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name), cutClient, readyz });
+    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name), cutClient, readyz }), pickedUp);
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -372,6 +378,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
+  // Start-up, once the ports are ours: a lease the last run kept is taken again first, then
+  // ComfyUI's queue decides whether the GPU starts in image. Requests wait at the door meanwhile.
+  let pickUp!: () => void;
+  const pickedUp = new Promise<void>((r) => (pickUp = r));
+  // A balancer's agent check is answered at once, not held at the door: "drain" until the start has decided.
+  let starting = true;
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
@@ -389,7 +401,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
-      agent = bindOrSay("AGENT_LISTEN", config.agentListen, () => startAgent({ hostname: addr.hostname, port: addr.port, line: () => agentLine(lock.snapshot()) }));
+      agent = bindOrSay("AGENT_LISTEN", config.agentListen, () => startAgent({ hostname: addr.hostname, port: addr.port, line: () => (starting ? "drain" : agentLine(lock.snapshot())) }));
     }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
@@ -405,6 +417,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
           resolve();
         }
       });
+    });
+
+  void (async () => {
+    const kept = leaseFile?.load();
+    if (kept) await steering.restore(kept);
+    if (imageJob) pickUpAtStart(await readCardAtStart(imageJob.comfy), imageJob, log);
+  })()
+    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
+    .finally(() => {
+      starting = false;
+      pickUp();
     });
 
   const upstreamLog = upstreamHealthLogger(log, metrics);
@@ -435,7 +458,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     agentPort: agent?.port,
     listener: (name) => bound.find((b) => b.name === name),
     health,
-    probed: monitor.first,
+    probed: Promise.all([monitor.first, pickedUp]).then(() => {}),
     async whenIdle() {
       // Idle means the lock is idle AND no image job is still being tracked: a job releases the
       // lock before its tracking ends (and a warm-up may follow), so both are checked, in a loop.
@@ -451,7 +474,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       agent?.stop(true);
       hub.closeAll();
       for (const job of tracker.active()) {
-        if (job.promptId) log.warn("shutting down while an image job is tracked; a restart starts idle", { prompt_id: job.promptId });
+        if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }
       const graceful = Promise.all(servers.map((s) => s.server.stop(false)));
       const timer = new Promise<"timeout">((r) => setTimeout(() => r("timeout"), timeoutMs).unref());

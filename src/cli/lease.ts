@@ -127,22 +127,53 @@ async function leaseAndRun(
   };
   const following = new AbortController();
   void watchLeaseEnd({ base, headers, id: leaseId, signal: following.signal, onEnd: (reason, by) => ended(`${reason}${by ? ` by ${by}` : ""}`) });
-  const renewer = setInterval(
-    async () => {
-      const res = await fetch(`${leaseUrl}/renew`, { method: "POST", headers }).catch(() => undefined);
-      if (res?.status === 404) ended("force-released, or expired");
-    },
-    Math.max(50, ttlMs / 3),
-  );
+  const renewer = renewUntilLost(`${leaseUrl}/renew`, headers, ttlMs, say, ended);
   const code = await child.exited;
   following.abort();
-  clearInterval(renewer);
+  renewer.stop();
   if (!lost) await fetch(leaseUrl, { method: "DELETE", headers }).catch(() => {});
   // Killed by a signal: the shell's convention, 128 + its number.
   const sig = child.signalCode;
   const status = sig ? 128 + (constants.signals[sig as keyof typeof constants.signals] ?? 0) : code;
   // A command cut short by the lease's end did not do its work, whatever it exited with.
   return lost && status === 0 ? 1 : status;
+}
+
+/**
+ * Renews every third of the TTL. A turnstile that does not answer (restarting: it takes the lease
+ * again with the same id) is asked again every tenth of the TTL until one TTL has passed since the
+ * last renewal; only then, or on a 404, is the lease lost.
+ */
+function renewUntilLost(url: string, headers: Record<string, string>, ttlMs: number, say: (text: string) => void, ended: (why: string) => void): { stop(): void } {
+  let renewedAt = Date.now();
+  let silent = false;
+  let stopped = false;
+  let timer: ReturnType<typeof setTimeout>;
+  const renew = async () => {
+    // Bounded: a turnstile that hangs must count as one that does not answer.
+    const res = await fetch(url, { method: "POST", headers, signal: AbortSignal.timeout(Math.max(1000, ttlMs / 3)) }).catch(() => undefined);
+    if (stopped) return;
+    if (res?.ok) {
+      renewedAt = Date.now();
+      if (silent) say("gpu-turnstile: the turnstile answers again; the lease is renewed\n");
+      silent = false;
+    } else if (res?.status === 404) {
+      return ended("force-released, or expired");
+    } else if (Date.now() - renewedAt >= ttlMs) {
+      return ended("the turnstile did not answer within its TTL");
+    } else if (!silent) {
+      silent = true;
+      say(`gpu-turnstile: the turnstile does not answer (${res ? `status ${res.status}` : "down"}); renewing again until the lease's TTL\n`);
+    }
+    timer = setTimeout(renew, Math.max(50, silent ? ttlMs / 10 : ttlMs / 3));
+  };
+  timer = setTimeout(renew, Math.max(50, ttlMs / 3));
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
 }
 
 export async function releaseCommand(opts: { configPath?: string; url?: string; out?: (text: string) => void }): Promise<number> {

@@ -2,9 +2,11 @@
  * The default command: load the configuration, start the turnstile, and run until SIGINT/SIGTERM.
  */
 import { appendFileSync, mkdirSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
+import { currentPlatform } from "../config/settings.ts";
+import { defaultStateDir } from "../config/state-dir.ts";
 import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
@@ -69,7 +71,8 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
     }
     throw err;
   }
-  const { config } = loaded;
+  const config = { ...loaded.config };
+  config.stateDir ||= defaultStateDir({ env, platform: currentPlatform(), configFile: loaded.source.found ? loaded.source.path : undefined, home: homedir() });
   let log: RootLogger;
   try {
     log = createLogger({ level: config.logLevel, format: config.logFormat, file: config.logFile || undefined, color: wantColor(env) });

@@ -304,6 +304,14 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "The longest TTL a GPU lease (POST /turnstile/lease, gpu-turnstile lease) may ask for at a time; a lease not renewed within its TTL ends.",
   },
   {
+    key: "STATE_DIR",
+    field: "stateDir",
+    default: "",
+    defaultDoc: "_(empty = the service's state folder)_",
+    kind: "string",
+    doc: "Folder for what must outlive a restart (the GPU lease); empty = systemd's $STATE_DIRECTORY, %ProgramData%\\gpu-turnstile on Windows, else gpu-turnstile-state beside the config file (~/.local/state/gpu-turnstile when there is none).",
+  },
+  {
     key: "ADMIN_TOKEN",
     field: "adminToken",
     default: "",

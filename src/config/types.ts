@@ -47,6 +47,8 @@ export interface Config {
   updateAsset: string;
   /** "" = only loopback clients are trusted */
   leaseMaxTtlMs: number;
+  /** "" = the default folder, resolved at start by defaultStateDir (config/state-dir.ts) */
+  stateDir: string;
   adminToken: string;
   /** "" = the host name (resolved at start) */
   cardName: string;

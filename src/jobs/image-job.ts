@@ -66,6 +66,8 @@ export interface ImageJobDeps {
 }
 
 let nextJobId = 1;
+/** A job number for the logs and the status, shared with the jobs picked up at start (adopt.ts). */
+export const takeJobId = (): number => nextJobId++;
 
 export async function handleImageJob(incoming: Request, clientIp: string | undefined, deps: ImageJobDeps): Promise<Response> {
   const { sessions, settings, emit } = deps;
@@ -76,7 +78,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const sentId = admission.body.promptId;
   const clientId = admission.body.clientId;
   const fresh = admission.fresh;
-  const jobId = nextJobId++;
+  const jobId = takeJobId();
   emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
   const clientSignal = req.signal;
   let lease: SessionTicket | undefined;
@@ -225,7 +227,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
 }
 
 /** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
-async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
+export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   const { ollama, settings, emit } = deps;
   if (!ollama) return;
   const t0 = performance.now();
@@ -258,7 +260,7 @@ const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
  * interrupted (the watchdog); one that will not stop keeps the GPU for one more JOB_TIMEOUT with
  * the interrupt repeated, and is then handed on with an error line: bounded either way.
  */
-async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps, fresh = false): Promise<JobOutcome> {
+export async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps, fresh = false): Promise<JobOutcome> {
   const { comfy, settings, emit, sessions } = deps;
   const t0 = performance.now();
   let running = false;
@@ -295,7 +297,7 @@ async function followToEnd(jobId: number, promptId: string, deps: ImageJobDeps, 
  * log says so) until the queue is empty, for at most JOB_TIMEOUT; then memory gets one more
  * FREE_TIMEOUT. Never throws.
  */
-async function freeComfy(jobId: number, promptId: string | undefined, deps: ImageJobDeps): Promise<void> {
+export async function freeComfy(jobId: number, promptId: string | undefined, deps: ImageJobDeps): Promise<void> {
   const { comfy, settings, emit } = deps;
   const f0 = performance.now();
   let r = await freeAndVerify(comfy, settings);
@@ -375,7 +377,7 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
 }
 
 /** WARM_MODEL: reload the chat model once the GPU is idle. It loads a model, so it holds an LLM slot. */
-async function warm(deps: ImageJobDeps): Promise<void> {
+export async function warm(deps: ImageJobDeps): Promise<void> {
   const { ollama, settings, lock, emit } = deps;
   const model = settings.warmModel;
   if (!ollama || !model) return;

@@ -144,6 +144,9 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         if (e.promptId) times(e.jobId).promptId = e.promptId;
         log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, { job: e.jobId, prompt_id: e.promptId ?? "-", forward_ms: msField(e.durationMs) });
         return;
+      case "adopted":
+        times(e.jobId).promptId = e.promptId;
+        return;
       case "finished": {
         metrics.jobSeconds.observe({}, e.durationMs / 1000);
         times(e.jobId).jobMs = e.durationMs;

@@ -340,6 +340,14 @@ export class StatusModel {
       case "started":
         if (!job || !this.#started(job, at)) return;
         break;
+      case "adopted":
+        // Found in ComfyUI at start: how long it queued before is not known, so it counts as running.
+        if (!job) return;
+        job.prompt_id = e.promptId;
+        this.#byPrompt.set(e.promptId, job);
+        job.phase = "running";
+        job.phase_since = job.running_since = at;
+        break;
       case "finished":
         if (!job) return;
         job.phase = "freeing";

@@ -30,6 +30,11 @@ export interface LeaseView {
 
 export type LeaseEnd = "returned" | "expired" | "revoked" | "stopped";
 
+/** A lease as kept across a restart (lease-file.ts): its view plus the TTL a renewal extends it by. */
+export interface StoredLease extends LeaseView {
+  ttl_ms: number;
+}
+
 export type LeaseEvent = { event: "grant" | "renew"; lease: LeaseView } | { event: "end"; lease: LeaseView; reason: LeaseEnd; by?: string };
 
 export interface SteerLog {
@@ -59,6 +64,8 @@ export interface SteeringDeps {
   onLease: (e: LeaseEvent) => void;
   /** Told of every force-release (the metrics count them). */
   onForceRelease?: () => void;
+  /** Where the lease is kept so it survives a restart (absent: it ends with the process). */
+  store?: { save(lease: StoredLease | null): void };
   /** Wall clock, epoch ms. */
   now?: () => number;
 }
@@ -171,6 +178,7 @@ export class Steering {
     const since = this.#now();
     const view: LeaseView = { id: crypto.randomUUID(), holder, by, since, expires_at: since + ttlMs };
     this.#held = { view, ttlMs, lock, timer: this.#arm(view.id, ttlMs) };
+    this.#keep();
     // Leases are rare, deliberate and change what every client sees: said at the default level.
     this.#d.log.notice(`GPU leased to ${JSON.stringify(holder)}`, { lease: view.id, holder, client: by, ttl_ms: ttlMs });
     this.#d.onLease({ event: "grant", lease: { ...view } });
@@ -186,6 +194,7 @@ export class Steering {
     h.ttlMs = ttl;
     h.view.expires_at = this.#now() + ttl;
     h.timer = this.#arm(id, ttl);
+    this.#keep();
     this.#d.onLease({ event: "renew", lease: { ...h.view } });
     return { ...h.view };
   }
@@ -197,9 +206,40 @@ export class Steering {
     return view;
   }
 
-  /** Shutdown: a lease ends with the process (a restart starts idle). */
+  /** Shutdown: the lease ends with this process but stays kept, and the next start takes it again. */
   stop(): void {
     if (this.#held) this.#end("stopped");
+  }
+
+  /**
+   * At start, before anything else: the lease the last run kept is taken again, with its id, its
+   * holder and its expiry, so its holder's renewals go on as if nothing happened. The card is
+   * emptied again (what was loaded meanwhile must go); the lease is held from the first moment,
+   * whether or not that succeeds — its holder is using the card. One that expired is dropped.
+   */
+  async restore(kept: StoredLease): Promise<void> {
+    const left = kept.expires_at - this.#now();
+    const fields = { lease: kept.id, holder: kept.holder };
+    if (left <= 0) {
+      this.#d.store?.save(null);
+      this.#d.log.warn(`GPU lease of ${JSON.stringify(kept.holder)} expired while gpu-turnstile was down: dropped`, { ...fields, expired_at: new Date(kept.expires_at).toISOString() });
+      return;
+    }
+    const lock = await this.#d.lock.acquireLease();
+    const { ttl_ms: ttlMs, ...view } = kept;
+    // A lower LEASE_MAX_TTL since (or a file edited by hand) bounds it like a new lease.
+    if (left > this.#d.settings.maxTtlMs) view.expires_at = this.#now() + this.#d.settings.maxTtlMs;
+    this.#held = { view, ttlMs: Math.min(ttlMs, this.#d.settings.maxTtlMs), lock, timer: this.#arm(view.id, view.expires_at - this.#now()) };
+    this.#d.log.notice(`GPU lease of ${JSON.stringify(kept.holder)} taken again after a restart`, { ...fields, expires_at: new Date(view.expires_at).toISOString() });
+    this.#d.onLease({ event: "grant", lease: { ...view } });
+    void this.#emptyGpu().then((problem) => {
+      if (problem) this.#d.log.warn("could not empty the GPU again for the lease taken after a restart; it stays held", { ...fields, reason: problem });
+    });
+  }
+
+  #keep(): void {
+    const h = this.#held;
+    if (h) this.#d.store?.save({ ...h.view, ttl_ms: h.ttlMs });
   }
 
   #find(id: string): Held {
@@ -229,6 +269,12 @@ export class Steering {
     h.lock.release();
     const heldMs = this.#now() - h.view.since;
     const fields = { lease: h.view.id, holder: h.view.holder, held_ms: heldMs, reason };
+    if (reason === "stopped" && this.#d.store) {
+      // Not an end for its holder: the next start takes it again, so no `end` event tells anyone it is over.
+      this.#d.log.notice(`GPU lease of ${JSON.stringify(h.view.holder)} is kept for the next start, until its TTL`, { ...fields, expires_at: new Date(h.view.expires_at).toISOString() });
+      return h.view.id;
+    }
+    this.#d.store?.save(null);
     if (reason === "expired") this.#d.log.warn(`GPU lease of ${JSON.stringify(h.view.holder)} expired: not renewed within its TTL`, fields);
     else this.#d.log.notice(`GPU lease of ${JSON.stringify(h.view.holder)} ended (${reason})`, fields);
     this.#d.onLease(by ? { event: "end", lease: { ...h.view }, reason, by } : { event: "end", lease: { ...h.view }, reason });

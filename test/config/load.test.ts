@@ -398,6 +398,7 @@ describe("describeConfig", () => {
       "PROMPT_CAPTURE_LIMIT=65536",
       "RETRY_BODY_LIMIT=262144",
       "LEASE_MAX_TTL=12h0m0s",
+      "STATE_DIR=",
       "ADMIN_TOKEN=",
       "CARD_NAME=",
       "AGENT_LISTEN=",

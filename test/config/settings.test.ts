@@ -42,6 +42,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   updateRepo: "string",
   updateAsset: "string",
   leaseMaxTtlMs: "number",
+  stateDir: "string",
   adminToken: "string",
   cardName: "string",
   agentListen: "string",

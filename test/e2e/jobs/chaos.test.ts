@@ -9,13 +9,21 @@
  * - and, so the ledger check is known to be able to fail, the same workload sent straight at the
  *   simulators does overlap.
  *
+ * And a restart storm: the turnstile, a real process, killed (`kill -9` or SIGTERM) and started
+ * again at random moments while the same kind of traffic runs; whatever it was doing when it died,
+ * the next process picks up what the card is doing.
+ *
  * Reproduce a failure with CHAOS_SEED=<seed printed in the failure> (CHAOS_OPS to resize).
  */
-import { afterEach, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { SimGpu, startComfySim, startOllamaSim, type ComfySim, type OllamaSim } from "../../../src/sim/index.ts";
 import { mulberry32 } from "../../support/prng.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
-import { jobCounts, newPromptId, promptBody, type Stack, startStack, total } from "./helpers.ts";
+import { freePort, type MainProcess, startMain } from "../../support/main-process.ts";
+import { jobCounts, newPromptId, promptBody, type Stack, startStack, total, until } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const OPS = Number(process.env.CHAOS_OPS ?? 2000);
@@ -347,5 +355,80 @@ test(`the probe's method mixed into the traffic: bad ids, duplicates, cross-site
     expect(forwarded.filter((c) => c.headers.origin !== undefined || c.headers["sec-fetch-site"] !== undefined)).toEqual([]);
     expect(s.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
     expect(s.t.tracker.active()).toEqual([]);
+  });
+}, 30_000);
+
+/** Kills in the storm: few, so the whole test stays within a few seconds. */
+const RESTARTS = 4;
+
+let storm: { procs: MainProcess[]; ollama: OllamaSim; comfy: ComfySim } | undefined;
+let stateDir: string;
+beforeAll(() => {
+  stateDir = mkdtempSync(join(tmpdir(), "turnstile-storm-"));
+});
+afterAll(async () => {
+  await Promise.all(storm?.procs.map((p) => p.kill("SIGKILL")) ?? []);
+  await storm?.ollama.stop();
+  await storm?.comfy.stop();
+  rmSync(stateDir, { recursive: true, force: true });
+});
+
+test(`restart storm: the turnstile killed and restarted at random moments while traffic runs, no GPU overlap (seed ${SEED})`, async () => {
+  await withSeed(async () => {
+    const rand = prng(SEED ^ 0x5a5a5a5a);
+    const gpu = new SimGpu();
+    const ollama = await startOllamaSim({ ...SIM_TIMINGS.ollama, gpu, recordCalls: false });
+    const comfy = await startComfySim({ ...SIM_TIMINGS.comfy, gpu });
+    storm = { procs: [], ollama, comfy };
+    const [po, pc] = [freePort(), freePort()];
+    const env = {
+      OLLAMA_URL: ollama.url,
+      COMFY_URL: comfy.url,
+      LISTEN_OLLAMA: `127.0.0.1:${po}`,
+      LISTEN_COMFY: `127.0.0.1:${pc}`,
+      UNLOAD_POLL_INTERVAL: "2ms",
+      HISTORY_POLL_INTERVAL: "2ms",
+      FREE_POLL_INTERVAL: "2ms",
+      PROBE_TIMEOUT: "1s",
+      SHUTDOWN_TIMEOUT: "100ms",
+      HEALTH_INTERVAL: "0",
+      IMAGE_SESSION_MAX: "5m",
+      STATE_DIR: stateDir,
+    };
+    const start = async () => storm!.procs.push(await startMain(stateDir, env));
+    await start();
+    const urls = { ollama: `http://127.0.0.1:${po}`, comfy: `http://127.0.0.1:${pc}` };
+
+    // Traffic runs through the whole storm; each image op gets a fresh prompt_id.
+    const ops = plan(SEED, 200);
+    const results: OpResult[] = [];
+    let storming = true;
+    let next = 0;
+    const worker = async () => {
+      while (storming) {
+        const op = { ...ops[next++ % ops.length]!, promptId: newPromptId() };
+        results.push(await runOne(op, urls.ollama, urls.comfy));
+      }
+    };
+    const traffic = Promise.all(Array.from({ length: 8 }, worker));
+    for (let i = 0; i < RESTARTS; i++) {
+      // A random moment: this is the chaos, not a wait for some state.
+      await new Promise((r) => setTimeout(r, 50 + rand() * 300));
+      await storm.procs.at(-1)!.kill(rand() < 0.7 ? "SIGKILL" : "SIGTERM");
+      await start();
+    }
+    await new Promise((r) => setTimeout(r, 100 + rand() * 200));
+    storming = false;
+    await traffic;
+
+    // The last process brings the card to rest: ComfyUI done and freed, the GPU idle.
+    const health = async () => (await (await fetch(`${urls.ollama}/healthz`)).json()) as { state: string };
+    await until(async () => (await health()).state === "idle" && !comfy.jobs().some((j) => j.state === "queued" || j.state === "running"), "the card at rest", 10_000);
+    expect(gpu.overlaps()).toEqual([]);
+    // Traffic really ran on both sides, through every life of the turnstile.
+    expect(results.filter((r) => r.status === 200).length).toBeGreaterThan(20);
+    expect(gpu.ledger.filter((h) => h.tenant === "comfy").length).toBeGreaterThan(RESTARTS);
+    // A dying turnstile cuts requests or refuses connections; it never answers with its own 500.
+    expect(results.filter((r) => r.status === 500).map((r) => r.body?.slice(0, 200))).toEqual([]);
   });
 }, 30_000);

@@ -61,6 +61,8 @@ export interface StackOptions {
   ollama?: OllamaSimOptions | false;
   comfy?: ComfySimOptions | false;
   env?: Record<string, string>;
+  /** Run once the simulators are up, before the turnstile starts (what it finds at start). */
+  beforeStart?: (sims: { gpu: SimGpu; ollama: OllamaSim | undefined; comfy: ComfySim | undefined }) => Promise<void>;
 }
 
 /**
@@ -71,6 +73,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const gpu = new SimGpu();
   const ollama = opts.ollama === false ? undefined : await startOllamaSim({ ...FAST_OLLAMA, ...opts.ollama, gpu });
   const comfy = opts.comfy === false ? undefined : await startComfySim({ ...FAST_COMFY, ...opts.comfy, gpu });
+  await opts.beforeStart?.({ gpu, ollama, comfy });
   const t = startTestTurnstile({
     OLLAMA_URL: ollama?.url ?? "",
     COMFY_URL: comfy?.url ?? "",

@@ -1,0 +1,109 @@
+/**
+ * Picking up what the card is doing at start (SPEC "Restarts"). Jobs ComfyUI runs or has queued
+ * are taken as the turnstile's own: the GPU goes to `image` at once, Ollama is emptied, each job
+ * is followed to its end (watchdog and lost-job detection included), then /free and its check,
+ * then the release — the same functions an own job goes through, in the same image session.
+ */
+import type { ComfyClient, QueueView } from "../comfy/client.ts";
+import { describeFetchError } from "../upstream/upstream-errors.ts";
+import type { JobListener, JobOutcome } from "./events.ts";
+import { followToEnd, freeComfy, takeJobId, unloadOllama, warm, type ImageJobDeps } from "./image-job.ts";
+import { decideAtStart, type CardAtStart } from "./reconcile.ts";
+
+export interface StartLog {
+  /** Said at the default level: what the start found and took on. */
+  notice(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  debug(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** What ComfyUI runs and has pending: its jobs API where it has one (api-facts C8), else /queue. */
+async function comfyWork(comfy: ComfyClient): Promise<QueueView> {
+  const jobs = await comfy.jobs(["in_progress", "pending"]);
+  if (jobs === "unsupported") return comfy.queue();
+  const of = (status: string) => jobs.flatMap((j) => (j.status === status ? [j.id] : []));
+  return { running: of("in_progress"), pending: of("pending") };
+}
+
+/** Reads ComfyUI's work and memory together; each read is bounded by the client's PROBE_TIMEOUT. */
+export async function readCardAtStart(comfy: ComfyClient): Promise<CardAtStart> {
+  const [queue, vram] = await Promise.all([
+    comfyWork(comfy).catch((err: unknown) => new Error(describeFetchError(err))),
+    comfy.torchReserved().catch(() => undefined),
+  ]);
+  return decideAtStart(queue, vram);
+}
+
+/** Never aborts: no client waits on a job picked up at start. */
+const NOBODY = new AbortController().signal;
+
+/**
+ * Acts on what the start found. Returns once the GPU is taken (or known to be free to use): the
+ * lock's state is set before this returns, the work itself goes on tracked by `deps.tracker`.
+ */
+export function pickUpAtStart(card: CardAtStart, deps: ImageJobDeps, log: StartLog): void {
+  switch (card.kind) {
+    case "unknown":
+      log.warn("ComfyUI did not answer at start: the card's state is unknown, starting idle", { reason: card.reason });
+      return;
+    case "idle":
+      log.debug("ComfyUI idle at start");
+      return;
+    case "free":
+      return freeAtStart(card.vramBytes, deps, log);
+    case "adopt":
+      return adopt(card.promptIds, deps, log);
+  }
+}
+
+/** The checkpoint is still loaded with nothing queued: /free and its check before any LLM request. */
+function freeAtStart(vramBytes: number, deps: ImageJobDeps, log: StartLog): void {
+  const jobId = takeJobId();
+  // Its unload and free are said here, not as an image job's that never was.
+  const emit: JobListener = (e) => {
+    if (e.phase !== "freed") return;
+    if (e.released) log.notice("ComfyUI memory held at start is released", { vram_before_bytes: e.vramBefore, vram_after_bytes: e.vramAfter });
+    else log.warn("ComfyUI memory held at start: release not confirmed", { reason: e.error });
+  };
+  const quiet = { ...deps, emit };
+  const entered = deps.sessions.enter(NOBODY, () => unloadOllama(jobId, quiet));
+  log.notice("ComfyUI holds memory with an empty queue at start: freeing it before the first LLM request", { vram_bytes: vramBytes });
+  void deps.tracker.run({ jobId, since: Date.now() }, async () => {
+    const ticket = await entered;
+    await ticket.ready();
+    ticket.accepted();
+    await ticket.leave(() => freeComfy(jobId, undefined, quiet));
+  });
+}
+
+function adopt(promptIds: string[], deps: ImageJobDeps, log: StartLog): void {
+  const { sessions, emit, tracker } = deps;
+  const jobs = promptIds.map((promptId) => ({ jobId: takeJobId(), promptId }));
+  const first = jobs[0]!;
+  const entered = sessions.enter(NOBODY, () => unloadOllama(first.jobId, deps));
+  log.notice(`picked up ${jobs.length} ComfyUI job(s) running or queued at start: the GPU stays image until they end`, {
+    prompt_ids: promptIds.join(","),
+  });
+  const since = Date.now();
+  // Every job is followed at once (they are all in ComfyUI's queue already); the last to end
+  // leaves the session, which frees ComfyUI before the GPU is handed on.
+  let left = jobs.length;
+  for (const [i, job] of jobs.entries()) {
+    void tracker.run({ ...job, since }, async () => {
+      const ticket = await entered;
+      const acquiredAt = performance.now();
+      emit({ phase: "acquired", jobId: job.jobId, waitedMs: ticket.waitedMs, joined: i > 0 });
+      await ticket.ready();
+      ticket.accepted();
+      emit({ phase: "adopted", jobId: job.jobId, promptId: job.promptId });
+      const followed = sessions.follow(job.promptId);
+      // Whatever happens in the follow, the session is left: the GPU must not stay taken.
+      const outcome = await followToEnd(job.jobId, job.promptId, deps).catch((): JobOutcome => "failed");
+      followed.done();
+      const last = --left === 0;
+      const gpuReleased = last && (await ticket.leave(() => freeComfy(job.jobId, job.promptId, deps)));
+      emit({ phase: "released", ...job, outcome, heldMs: performance.now() - acquiredAt, gpuReleased });
+      if (gpuReleased) await warm(deps);
+    });
+  }
+}

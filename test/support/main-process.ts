@@ -1,0 +1,65 @@
+/**
+ * The real entry point as a child process (`bun src/main.ts`), for what only a process can show:
+ * a `kill -9`, a SIGTERM, a restart. Configured by its environment alone, in an empty folder, so
+ * nothing from the test runner's environment or a stray config file leaks in.
+ */
+import { join } from "node:path";
+
+export const MAIN = join(import.meta.dir, "../../src/main.ts");
+
+export interface MainProcess {
+  readonly pid: number;
+  /** The URL its `<name> listener ready` line announced. */
+  url(name: string): string;
+  /** Everything it wrote to stderr so far. */
+  stderr(): string;
+  /** Sends `signal` and resolves with the exit code (or the signal's name) once it is gone. */
+  kill(signal: NodeJS.Signals): Promise<number | string>;
+}
+
+/** Starts it and resolves once every listener it was given an upstream for is ready. */
+export async function startMain(cwd: string, env: Record<string, string>): Promise<MainProcess> {
+  const p = Bun.spawn([process.execPath, MAIN], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AUTO_UPDATE: "false", NO_COLOR: "1", ...env },
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  const want = ["OLLAMA_URL", "COMFY_URL"].filter((k) => env[k]).length;
+  let text = "";
+  const reader = p.stderr.getReader();
+  const dec = new TextDecoder();
+  const ready = () => [...text.matchAll(/(\w+) listener ready url=(http:\/\/\S+)/g)];
+  while (ready().length < want) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`exited before its listeners were ready:\n${text}`);
+    text += dec.decode(value, { stream: true });
+  }
+  const urls = new Map(ready().map((m) => [m[1]!, m[2]!]));
+  const rest = (async () => {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      text += dec.decode(value, { stream: true });
+    }
+  })();
+  return {
+    pid: p.pid,
+    url: (name) => urls.get(name) ?? "",
+    stderr: () => text,
+    async kill(signal) {
+      if (p.exitCode === null && p.signalCode === null) p.kill(signal);
+      const code = await p.exited;
+      await rest;
+      return p.signalCode ?? code;
+    },
+  };
+}
+
+/** A port nothing listens on right now, to start (and restart) a turnstile on the same address. */
+export function freePort(): number {
+  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = s.port;
+  s.stop(true);
+  return port;
+}
