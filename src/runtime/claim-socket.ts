@@ -6,11 +6,10 @@
  *   starts by hand; it lives as long as the process does. It is scoped to the network namespace:
  *   a copy in a container with its own network does not see one on the host. The unit's
  *   RestrictAddressFamilies= keeps AF_UNIX for it.
- * - Windows: a named pipe (`\\.\pipe\gpu-turnstile-<hash>`). The pipe namespace is one per machine,
- *   across sessions (the service's and the desktop's, like a `Global\` object); Windows removes
- *   the pipe when its process ends, and the pipe itself carries the holder's line. A pipe the
- *   service (LocalSystem) created cannot be created again by a user (first-instance rule), and
- *   the user may still connect to read it.
+ * - Windows: a named mutex `Global\gpu-turnstile-<hash>` (windows-mutex.ts), one per machine across
+ *   sessions (the service's and the desktop's), closed by Windows when its process ends; a named
+ *   pipe (`\\.\pipe\gpu-turnstile-<hash>`) beside it carries the holder's line. A user may not
+ *   open a mutex the service (LocalSystem) created: that too means taken.
  * - Elsewhere (macOS from source): a socket file in the temporary directory; one left behind by a
  *   killed holder (nobody accepts on it) is removed and claimed again.
  */
@@ -96,28 +95,24 @@ function bunAsk(address: string): Promise<string | undefined> {
   });
 }
 
-/** Windows: node:net, which speaks named pipes (Bun.listen does not). */
+/**
+ * Windows: a `Global\` mutex decides (windows-mutex.ts); the named pipe beside it, through node:net
+ * (Bun.listen does not speak pipes), only carries the holder's line to a refused copy.
+ */
 function namedPipes(): ClaimSocket {
   return {
     async listen(address, answer) {
-      const net = await import("node:net");
-      return new Promise<HeldAddress | "taken">((resolve, reject) => {
-        const server = net.createServer((c) => {
-          c.on("error", () => {});
-          c.setTimeout(PEER_TIMEOUT_S * 1000, () => c.destroy());
-          c.end(answer());
-        });
-        server.once("error", (err) => {
-          // A pipe another process holds: EADDRINUSE, or EACCES when that process runs as another user.
-          const code = errorCode(err);
-          if (code === "EADDRINUSE" || code === "EACCES") resolve("taken");
-          else reject(err);
-        });
-        server.listen({ path: address }, () => {
-          server.unref();
-          resolve({ release: () => void server.close() });
-        });
-      });
+      const { claimMutex } = await import("./windows-mutex.ts");
+      const mutex = claimMutex(address.slice(address.lastIndexOf("\\") + 1));
+      if (mutex === "taken") return "taken";
+      // The mutex is ours: a pipe that cannot be opened only costs a refused copy its holder's line.
+      const pipe = await listenPipe(address, answer).catch(() => undefined);
+      return {
+        release() {
+          pipe?.release();
+          mutex.release();
+        },
+      };
     },
     async ask(address) {
       const net = await import("node:net");
@@ -139,6 +134,22 @@ function namedPipes(): ClaimSocket {
       });
     },
   };
+}
+
+async function listenPipe(address: string, answer: () => string): Promise<HeldAddress> {
+  const net = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const server = net.createServer((c) => {
+      c.on("error", () => {});
+      c.setTimeout(PEER_TIMEOUT_S * 1000, () => c.destroy());
+      c.end(answer());
+    });
+    server.once("error", reject);
+    server.listen({ path: address }, () => {
+      server.unref();
+      resolve({ release: () => void server.close() });
+    });
+  });
 }
 
 function errorCode(err: unknown): string | undefined {

@@ -198,4 +198,25 @@ describe.skipIf(!usable)("gpu-turnstile.exe as a Windows service under wine", ()
       proc.kill("SIGKILL");
     }
   }, 60_000);
+
+  test("a second copy for the same Ollama refuses to start (the card claim's Global\\ mutex), naming the first", async () => {
+    const ollamaUrl = `http://127.0.0.1:${deadPort()}`;
+    const [log1, log2] = [join(dir, "claim-1.log"), join(dir, "claim-2.log")];
+    const [config1, config2] = [join(dir, "claim-1.env"), join(dir, "claim-2.env")];
+    envFile(config1, log1, { OLLAMA_URL: ollamaUrl });
+    envFile(config2, log2, { OLLAMA_URL: ollamaUrl });
+    const first = start([wine!, exe, WINDOWS_SERVICE_FLAG, "--config", winPath(config1)]);
+    try {
+      const port = await listenerPort(log1);
+      const second = await run([wine!, exe, WINDOWS_SERVICE_FLAG, "--config", winPath(config2)]);
+      expect(second.code).not.toBe(0);
+      const said = `${second.out}\n${existsSync(log2) ? readFileSync(log2, "utf8") : ""}`;
+      expect(said).toMatch(new RegExp(`another gpu-turnstile \\(pid \\d+, listening on [^)]*127\\.0\\.0\\.1:${port}[^)]*\\) already guards ${ollamaUrl.replace(/[.]/g, "\\.")}`));
+      // The first one is untouched.
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    } finally {
+      first.proc.kill("SIGINT");
+      await first.proc.exited;
+    }
+  }, 60_000);
 });
