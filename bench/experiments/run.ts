@@ -13,6 +13,8 @@
  *                                                 (bench/bare-proxy.ts), one-worker nginx and a turnstile per
  *                                                 checkout DIR (`bun DIR/src/main.ts`) or compiled BINARY, default
  *                                                 this checkout; upstream answering from memory, wrk c=16, 4 s rounds
+ *   npx bun bench/experiments/run.ts startup-ab BINARY... [--runs N]   compiled binaries' exec → first /healthz,
+ *                                                 taking turns with a minimal compiled Bun.serve, N rounds (default 20)
  *   npx bun bench/experiments/run.ts ab DIR [DIR2] [N]   CPU per request at c=16: the turnstile in DIR (a copy
  *                                                 of an older commit, e.g. `git archive`) against DIR2 (default:
  *                                                 this checkout) and one-worker nginx, N alternating rounds (default 5)
@@ -28,6 +30,7 @@ import { startUpstreamHost } from "../lib/upstreams.ts";
 import { findNginx, startNginx } from "../nginx.ts";
 import { floorRounds, ratiosByRound, type FloorSubject } from "../scenarios/floor.ts";
 import { manyStreams } from "../scenarios/many-streams.ts";
+import { buildMinimal, startupTimes } from "../scenarios/startup.ts";
 import { baseEnv, startBareProxy, startMemoryUpstream, startTurnstileProc, type ProxyProc } from "../subjects.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -281,6 +284,27 @@ async function floor(): Promise<void> {
   for (const stop of stops) await stop();
 }
 
+/** Start-up of compiled binaries side by side: one start of each per round, so a busy moment hits every binary alike. */
+async function startupAb(): Promise<void> {
+  const argv = process.argv.slice(3);
+  const ri = argv.indexOf("--runs");
+  const rounds = ri >= 0 ? Number(argv.splice(ri, 2)[1]) : 20;
+  const bins = [...argv.map((a) => resolve(a)), buildMinimal(BUN, ROOT, OUT).path];
+  const env = (port: number) => ({ ...baseEnv(OUT), NO_COLOR: "1", LOGLEVEL: "warn", AUTO_UPDATE: "false", HEALTH_INTERVAL: "1h", OLLAMA_URL: "http://127.0.0.1:9", LISTEN_OLLAMA: `127.0.0.1:${port}`, PORT: String(port) });
+  const ms = new Map<string, number[]>(bins.map((b) => [b, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const b of bins) {
+      const t = await startupTimes([b], env, 1);
+      ms.get(b)!.push(...t.samples);
+    }
+  }
+  const min = median(ms.get(bins.at(-1)!)!);
+  for (const b of bins) {
+    const xs = ms.get(b)!;
+    note(`${b.padEnd(50)} median ${median(xs).toFixed(1)} ms (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}, ${xs.length} starts)  ${(median(xs) / min).toFixed(2)}× the minimal server`);
+  }
+}
+
 async function startup(): Promise<void> {
   // Time to import the modules `run` needs, from source, in a fresh process each.
   const script = join(OUT, "import-time.ts");
@@ -313,6 +337,7 @@ try {
   else if (cmd === "dashboards") await dashboards();
   else if (cmd === "ab") await ab();
   else if (cmd === "floor") await floor();
+  else if (cmd === "startup-ab") await startupAb();
   else note(`unknown experiment ${cmd}`);
 } finally {
   await stopAll();

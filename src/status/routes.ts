@@ -7,11 +7,9 @@ import { authorise, crossSiteRequest, forbidden } from "./auth.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
 import { LeaseRefused, type Steering } from "./steer.ts";
-// Imported as text so `bun build --compile` embeds the page in the binary.
-import pageImport from "./page.html" with { type: "text" };
 
-// Bun's typings describe an HTML import as a bundle; with `type: "text"` it is the file's text.
-const page = pageImport as unknown as string;
+let pageText: Promise<string> | undefined;
+const loadPage = () => (pageText ??= import("./page-text.ts").then((m) => m.page));
 
 /** The page loads nothing from anywhere: its own inline style and script, and the event stream. */
 const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'";
@@ -46,9 +44,12 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
     const trusted = () => authorise(clientIp, req.headers.get("authorization"), deps.adminToken).ok;
     switch (path) {
       case "/turnstile/":
-        return new Response(page, {
-          headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "cache-control": "no-cache" },
-        });
+        return loadPage().then(
+          (page) =>
+            new Response(page, {
+              headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "cache-control": "no-cache" },
+            }),
+        );
       case "/turnstile/status": {
         const canSteer = trusted();
         return Response.json({ ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined }, { headers: { "cache-control": "no-store" } });
