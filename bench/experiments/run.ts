@@ -292,16 +292,20 @@ async function startupAb(): Promise<void> {
   const bins = [...argv.map((a) => resolve(a)), buildMinimal(BUN, ROOT, OUT).path];
   const env = (port: number) => ({ ...baseEnv(OUT), NO_COLOR: "1", LOGLEVEL: "warn", AUTO_UPDATE: "false", HEALTH_INTERVAL: "1h", OLLAMA_URL: "http://127.0.0.1:9", LISTEN_OLLAMA: `127.0.0.1:${port}`, PORT: String(port) });
   const ms = new Map<string, number[]>(bins.map((b) => [b, []]));
+  const cpu = new Map<string, number[]>(bins.map((b) => [b, []]));
   for (let r = 0; r < rounds; r++) {
     for (const b of bins) {
       const t = await startupTimes([b], env, 1);
       ms.get(b)!.push(...t.samples);
+      cpu.get(b)!.push(...t.cpuSamples);
     }
   }
   const min = median(ms.get(bins.at(-1)!)!);
+  const minCpu = median(cpu.get(bins.at(-1)!)!);
   for (const b of bins) {
     const xs = ms.get(b)!;
-    note(`${b.padEnd(50)} median ${median(xs).toFixed(1)} ms (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}, ${xs.length} starts)  ${(median(xs) / min).toFixed(2)}× the minimal server`);
+    const cs = cpu.get(b)!;
+    note(`${b.padEnd(50)} median ${median(xs).toFixed(1)} ms (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}, ${xs.length} starts)  ${(median(xs) / min).toFixed(2)}× the minimal server;  on-CPU ${median(cs).toFixed(1)} ms (${Math.min(...cs).toFixed(1)}–${Math.max(...cs).toFixed(1)})  ${(median(cs) / minCpu).toFixed(2)}×`);
   }
 }
 
