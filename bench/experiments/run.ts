@@ -15,6 +15,7 @@
  *                                                 this checkout; upstream answering from memory, wrk c=16, 4 s rounds
  *   npx bun bench/experiments/run.ts startup-ab BINARY... [--runs N]   compiled binaries' exec → first /healthz,
  *                                                 taking turns with a minimal compiled Bun.serve, N rounds (default 20)
+ *   npx bun bench/experiments/hot-path.ts         the pure steps of one pass-through request, timed alone
  *   npx bun bench/experiments/run.ts ab DIR [DIR2] [N]   CPU per request at c=16: the turnstile in DIR (a copy
  *                                                 of an older commit, e.g. `git archive`) against DIR2 (default:
  *                                                 this checkout) and one-worker nginx, N alternating rounds (default 5)
