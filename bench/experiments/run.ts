@@ -270,11 +270,12 @@ async function floor(): Promise<void> {
   const pids = new Map<string, number>([["floor", bare.pid], ...subjects.filter((s) => s.pid !== undefined).map((s) => [s.name, s.pid!] as [string, number])]);
   for (const s of subjects) await runLoad({ url: `${s.url}/api/tags`, connections: 16, seconds: 2 }, findWrk());
   const threads0 = new Map([...pids].map(([n, pid]) => [n, threadCpuMs(pid)]));
-  const rows = await floorRounds(subjects, { connections: 16, rounds, seconds: 4, warmupSeconds: 0, path: "/api/tags", wrk: findWrk(), note });
+  const seconds = 4;
+  const rows = await floorRounds(subjects, { connections: 16, rounds, seconds, warmupSeconds: 0, path: "/api/tags", wrk: findWrk(), note });
   // Where each Bun proxy's CPU went, by thread (fetch runs its sockets on a thread of its own).
   for (const [n, pid] of pids) {
     const before = threads0.get(n)!;
-    const reqs = rows.filter((r) => r.subject === n).reduce((a, r) => a + r.rps * 4, 0);
+    const reqs = rows.filter((r) => r.subject === n).reduce((a, r) => a + r.rps * seconds, 0);
     const parts = [...threadCpuMs(pid)].map(([t, ms]) => [t, ((ms - (before.get(t) ?? 0)) * 1000) / reqs] as const).filter(([, us]) => us >= 0.5);
     note(`${n.padEnd(10)} CPU by thread, µs/req : ${parts.map(([t, us]) => `${t} ${us.toFixed(1)}`).join(", ")}`);
   }

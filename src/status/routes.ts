@@ -8,6 +8,7 @@ import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
 import { LeaseRefused, type Steering } from "./steer.ts";
 
+// The page's text is loaded at its first request, not at start-up (page-text.ts says why).
 let pageText: Promise<string> | undefined;
 const loadPage = () => (pageText ??= import("./page-text.ts").then((m) => m.page));
 
