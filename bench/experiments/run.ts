@@ -12,7 +12,8 @@
  *   npx bun bench/experiments/run.ts floor [DIR|BINARY ...] [--rounds N]   issue 22's setup (scenario 8): the floor
  *                                                 (bench/bare-proxy.ts), one-worker nginx and a turnstile per
  *                                                 checkout DIR (`bun DIR/src/main.ts`) or compiled BINARY, default
- *                                                 this checkout; upstream answering from memory, wrk c=16, 4 s rounds
+ *                                                 this checkout, or `variant:NAME` (variant-proxy.ts); upstream
+ *                                                 answering from memory, wrk c=16, 4 s rounds
  *   npx bun bench/experiments/run.ts startup-ab BINARY... [--runs N]   compiled binaries' exec → first /healthz,
  *                                                 taking turns with a minimal compiled Bun.serve, N rounds (default 20)
  *   npx bun bench/experiments/hot-path.ts         the pure steps of one pass-through request, timed alone
@@ -255,6 +256,14 @@ async function floor(): Promise<void> {
   stops.push(bare.stop);
   subjects.push({ name: "floor", url: bare.urls.up!, cpuMs: () => treeCpuMs(bare.pid) });
   for (const [i, b] of builds.entries()) {
+    // `variant:NAME`: one of variant-proxy.ts's steps (e.g. `variant:pool`, the pooled hop alone).
+    const variant = /\/variant:(\w+)$/.exec(b)?.[1];
+    if (variant) {
+      const v = await startVariant(variant, up.url);
+      stops.push(v.stop);
+      subjects.push({ name: variant, url: v.urls.up!, cpuMs: () => treeCpuMs(v.pid), pid: v.pid });
+      continue;
+    }
     const fromSource = existsSync(join(b, "src", "main.ts"));
     const t = await startTurnstileProc({ cmd: fromSource ? [BUN, join(b, "src/main.ts")] : [b], cwd: fromSource ? b : OUT, ollama: { name: "up", url: up.url }, dir: OUT, logFile: join(OUT, `turnstile-${i}.log`), presetFetchLimit: false });
     stops.push(t.stop);
