@@ -106,8 +106,8 @@ export type AppEnv = { Bindings: { clientIp: string | undefined } };
 export interface ListenerApp {
   /** The whole listener as a Hono app: /healthz, /metrics, and everything else to `proxy`. */
   app: Hono<AppEnv>;
-  /** The proxy route alone: admit → classify → gate → forward. Never throws. */
-  proxy(req: Request, clientIp: string | undefined): Promise<Response>;
+  /** The proxy route alone: admit → classify → gate → forward. Never throws nor rejects. */
+  proxy(req: Request, clientIp: string | undefined): Response | Promise<Response>;
   /** GET or HEAD of an INTERNAL_PATHS path, answered whatever the Host (an `nc` or HTTP/1.0 check sends none). */
   internal(req: Request, clientIp: string | undefined): Response | Promise<Response>;
   /** The front-door checks for a request that `proxy` does not see (a websocket upgrade): its URL, or the refusal to send. */
@@ -145,7 +145,9 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     return answered(errorResponse(dialectFor(listener, info.path), reply), req.signal, observer, info, performance.now());
   };
 
-  const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
+  // Not async, nor is proxyPass: a pass-through request's promise is forward()'s, continued, with
+  // no async frames in between (docs/BENCHMARKS.md).
+  const proxy = (req: Request, clientIp: string | undefined): Response | Promise<Response> => {
     const door = admit(req, deps.hostAllowed);
     if (!door.ok) return refused(req, "pass", door.reply, clientIp);
     const { url } = door;
@@ -158,13 +160,16 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const t0 = performance.now();
     const info: Info = { listener, method: req.method, path: url.pathname, class: cls, client: clientIp };
     observer.start(info);
-    try {
-      if (cls === "llm") return await proxyLLM(req, url, clientIp, deps, info, t0);
-      if (cls === "image" && deps.imageJob) return answered(await handleImageJob(req, clientIp, deps.imageJob), req.signal, observer, info, t0);
-      return await proxyPass(req, url, clientIp, deps, info, t0);
-    } catch (err) {
+    const failed = (err: unknown): Response => {
       const res = req.signal.aborted ? new Response(null, { status: CLIENT_CLOSED }) : internalError(deps, req, url.pathname, err);
       return answered(res, req.signal, observer, info, t0);
+    };
+    try {
+      if (cls === "llm") return proxyLLM(req, url, clientIp, deps, info, t0).catch(failed);
+      if (cls === "image" && deps.imageJob) return handleImageJob(req, clientIp, deps.imageJob).then((res) => answered(res, req.signal, observer, info, t0)).catch(failed);
+      return proxyPass(req, url, clientIp, deps, info, t0).catch(failed);
+    } catch (err) {
+      return failed(err);
     }
   };
   app.all("*", (c) => proxy(c.req.raw, c.env.clientIp));
@@ -211,17 +216,15 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
   return res;
 }
 
-async function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
-  const result = await forward(req, {
+function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number): Promise<Response> {
+  return forward(req, {
     upstream: deps.upstream,
     url,
     signal: req.signal,
     clientIp,
     retry: deps.retry,
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
-  });
-  const res = result.ok ? result.response : unreachable(deps, req, url, result.reason);
-  return answered(res, req.signal, deps.observer, info, t0);
+  }).then((result) => answered(result.ok ? result.response : unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0));
 }
 
 /**
