@@ -3,9 +3,10 @@
  * scenario. Pure: everything it shows comes from the Results object (also written as JSON).
  */
 import type { Memory } from "./lib/proc.ts";
-import type { Summary } from "./lib/stats.ts";
+import { median, type Summary } from "./lib/stats.ts";
 import type { DownloadRow } from "./scenarios/download.ts";
 import type { HandoffResult } from "./scenarios/handoff.ts";
+import { ratiosByRound, type FloorRound } from "./scenarios/floor.ts";
 import type { ManyRow } from "./scenarios/many-streams.ts";
 import type { PassRow } from "./scenarios/passthrough.ts";
 import type { SessionRow, SessionWorkload } from "./scenarios/sessions.ts";
@@ -50,6 +51,8 @@ export interface Results {
   startup?: StartupRow[];
   sessions?: { workload: SessionWorkload; rows: SessionRow[] };
   cards?: { workload: CardsWorkload; haproxy: string; rows: CardsRow[] };
+  /** Scenario 8: every round of every subject (turnstile, floor, nginx-1w). */
+  floor?: FloorRound[];
   durationS?: number;
 }
 
@@ -153,6 +156,28 @@ export function targets(r: Results): TargetCheck[] {
       goal: "< 60 MiB",
       pass: Number.isFinite(rss) ? rss < 60 : undefined,
       context: `idle ${mib(mt.memIdle)}${mt.memDashboards ? `, ${mib(mt.memDashboards)} with ${mt.dashboards} status pages open` : ""} + ${perStream(mt)} per stream; bare Bun proxy: idle ${mib(mb?.memIdle)} + ${perStream(mb)} per stream`,
+    });
+  }
+  const fr = r.floor ? ratiosByRound(r.floor, "turnstile", "floor") : [];
+  if (fr.length) {
+    const rounds = (subject: string) => r.floor!.filter((x) => x.subject === subject);
+    const us = (subject: string) => rounds(subject).map((x) => f(x.cpuUsPerReq, 1)).join(" / ");
+    const cpu = median(fr.map((x) => x.cpu));
+    const rps = median(fr.map((x) => x.rps));
+    const ng = rounds("nginx-1w");
+    out.push({
+      what: "Small JSON from memory (scenario 8), proxy CPU per request at c=16 vs the floor (bare Bun proxy), median of the rounds",
+      measured: `${f(cpu, 2)}× (rounds ${fr.map((x) => f(x.cpu, 2)).join(" / ")}; ${us("turnstile")} vs ${us("floor")} µs)`,
+      goal: "≤ 1.10×",
+      pass: cpu <= 1.1,
+      context: ng.length ? `nginx-1w ${us("nginx-1w")} µs` : undefined,
+    });
+    out.push({
+      what: "Small JSON from memory (scenario 8), throughput at c=16 vs the floor, median of the rounds",
+      measured: `${f(rps, 2)}× (rounds ${fr.map((x) => f(x.rps, 2)).join(" / ")})`,
+      goal: "≥ 0.90×",
+      pass: rps >= 0.9,
+      context: "the floor's fetch runs its upstream sockets on a second thread (Bun's HTTP client thread); the turnstile's pooled client runs on the JavaScript thread",
     });
   }
   const su = r.startup?.find((s) => s.binary === "gpu-turnstile" && s.how.startsWith("as a user starts it"));
@@ -277,6 +302,23 @@ export function renderMarkdown(r: Results): string {
     for (const s of r.startup) {
       if (!s.ms) L.push(`| ${s.binary} | ${s.how} | 0 | ${s.error ?? "failed"} | | |`);
       else L.push(`| ${s.binary} | ${s.how} | ${s.ms.n} | ${f(s.ms.p50, 1)} | ${f(s.ms.min, 1)} | ${f(s.ms.max, 1)} |`);
+    }
+    L.push("");
+  }
+  if (r.floor?.length) {
+    const s = r.settings as { floorSeconds?: number; floorConcurrency?: number };
+    L.push(
+      `### 8. The floor of a Bun proxy — \`GET /api/tags\` answered from memory, c=${s.floorConcurrency ?? "?"}`,
+      "",
+      `The upstream is \`bench/memory-upstream.ts\` (a Bun.serve with a fixed 1,457-byte JSON), so only the proxies differ. The floor is \`bench/bare-proxy.ts\` (Bun.serve → fetch → its Response); the turnstile is the compiled binary. The subjects take turns, ${s.floorSeconds ?? "?"} s each, round after round; the ratios are per round.`,
+      "",
+      "| round | subject | req/s | proxy CPU µs/req | CPU vs floor | req/s vs floor | errors |",
+      "|---:|---|---:|---:|---:|---:|---:|",
+    );
+    for (const row of r.floor) {
+      const ref = r.floor.find((x) => x.subject === "floor" && x.round === row.round);
+      const vs = (a: number, b: number | undefined) => (b === undefined || row.subject === "floor" ? "—" : `${f(a / b, 2)}×`);
+      L.push(`| ${row.round} | ${row.subject} | ${k(row.rps)} | ${f(row.cpuUsPerReq, 1)} | ${vs(row.cpuUsPerReq, ref?.cpuUsPerReq)} | ${vs(row.rps, ref?.rps)} | ${row.errors} |`);
     }
     L.push("");
   }

@@ -28,6 +28,7 @@ import { renderCards, renderMarkdown, renderSessions, spliceCards, spliceDoc, sp
 import { download } from "./scenarios/download.ts";
 import { handoff } from "./scenarios/handoff.ts";
 import { manyStreams } from "./scenarios/many-streams.ts";
+import { floorRounds, type FloorSubject } from "./scenarios/floor.ts";
 import { passThrough } from "./scenarios/passthrough.ts";
 import { buildMinimal, buildTurnstile, startupTimes } from "./scenarios/startup.ts";
 import { sessions, type SessionWorkload } from "./scenarios/sessions.ts";
@@ -35,7 +36,7 @@ import { cards, type CardsWorkload } from "./scenarios/cards.ts";
 import { findHaproxy } from "../src/demo/haproxy.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import type { Target } from "./scenarios/types.ts";
-import { baseEnv, startBareProxy, startTurnstileProc, TURNSTILE_BENCH_ENV, type ProxyProc } from "./subjects.ts";
+import { baseEnv, startBareProxy, startMemoryUpstream, startTurnstileProc, TURNSTILE_BENCH_ENV, type ProxyProc } from "./subjects.ts";
 import type { UpstreamSpec } from "./upstream-host.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -73,6 +74,10 @@ const S = {
   slowTokenDelayMs: 500,
   handoffCycles: quick ? 3 : 20,
   startupRuns: quick ? 3 : 10,
+  /** Scenario 8 (issue 22): rounds × seconds per subject, at one concurrency. */
+  floorRounds: quick ? 1 : 3,
+  floorSeconds: quick ? 2 : 4,
+  floorConcurrency: 16,
   sessions: { images: 5, burstAtMs: 300, chats: 12, chatEveryMs: 500, jobMs: 1000, loadMs: 500, freeDelayMs: 100, rounds: quick ? 1 : 3 } satisfies SessionWorkload,
   cards: { images: 10, burstAtMs: 300, chats: 16, chatEveryMs: 400, jobMs: 800, loadMs: 300, freeDelayMs: 100, rounds: quick ? 1 : 3 } satisfies CardsWorkload,
 };
@@ -153,6 +158,9 @@ async function main(): Promise<number> {
   const results: Results = { command: COMMAND, machine: machine(upstreamDesc, nginxBin, wrk, background), settings: { ...S, upstreams: UPSTREAMS, turnstileEnv: TURNSTILE_BENCH_ENV }, skipped };
 
   const turnstileCmd = [BUN, "src/main.ts"];
+  // Scenarios 6 and 8 run the compiled binary; built once per run.
+  let built: ReturnType<typeof buildTurnstile> | undefined;
+  const compiled = () => (built ??= buildTurnstile(BUN, ROOT, OUT));
   const u = (name: string) => up.urls[name]!;
 
   // ------------------------------------------------------------ scenarios 1–3: one set of proxies
@@ -290,7 +298,7 @@ async function main(): Promise<number> {
       ...(preset ? { BUN_CONFIG_MAX_HTTP_REQUESTS: "65535" } : {}),
     });
     try {
-      const built = buildTurnstile(BUN, ROOT, OUT);
+      const built = compiled();
       note(`  built ${built.path} with \`${built.command}\` in ${(built.buildMs / 1000).toFixed(1)} s`);
       results.settings.turnstileBuild = built.command;
       const plain = await startupTimes([built.path], (p) => envFor(p, false), S.startupRuns);
@@ -309,6 +317,33 @@ async function main(): Promise<number> {
     }
     for (const r of rows) note(`  ${r.binary}, ${r.how}: ${r.ms ? `median ${r.ms.p50.toFixed(1)} ms (min ${r.ms.min.toFixed(1)}, max ${r.ms.max.toFixed(1)})` : (r.error ?? "failed")}`);
     results.startup = rows;
+  }
+
+  // ------------------------------------------------------------ scenario 8: the floor of a Bun proxy
+  if (only.has(8)) {
+    note(`8. the floor of a Bun proxy: GET /api/tags answered from memory, c=${S.floorConcurrency}, ${S.floorRounds} rounds × ${S.floorSeconds} s, taking turns`);
+    const mem = await startMemoryUpstream(BUN, log("memory-upstream"), runDir);
+    const route = [{ name: "mem", upstream: mem.url }];
+    const stops: (() => Promise<void>)[] = [mem.stop];
+    try {
+      const b = compiled();
+      const t = await startTurnstileProc({ cmd: [b.path], cwd: runDir, ollama: { name: "mem", url: mem.url }, dir: runDir, logFile: log("turnstile-floor"), presetFetchLimit: false });
+      stops.push(t.stop);
+      const bare = await startBareProxy(BUN, join(ROOT, "bench", "bare-proxy.ts"), route, log("bare-floor"), runDir);
+      stops.push(bare.stop);
+      const subjects: FloorSubject[] = [
+        { name: "turnstile", url: t.urls.mem!, cpuMs: () => treeCpuMs(t.servingPid) },
+        { name: "floor", url: bare.urls.mem!, cpuMs: () => treeCpuMs(bare.pid) },
+      ];
+      if (nginxBin) {
+        const ng1 = await startNginx(nginxBin, join(runDir, "nginx-1w-floor"), route, NGINX_1W_SETTINGS);
+        stops.push(ng1.stop);
+        subjects.push({ name: "nginx-1w", url: ng1.urls.mem!, cpuMs: () => treeCpuMs(ng1.pid) });
+      }
+      results.floor = await floorRounds(subjects, { connections: S.floorConcurrency, rounds: S.floorRounds, seconds: S.floorSeconds, warmupSeconds: 2, path: "/api/tags", wrk, note });
+    } finally {
+      for (const stop of stops.reverse()) await stop();
+    }
   }
 
   // ------------------------------------------------------------ scenario 7: image sessions

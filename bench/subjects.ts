@@ -109,3 +109,12 @@ async function waitHttpAny(url: string, timeoutMs: number): Promise<void> {
     }
   }
 }
+
+/** bench/memory-upstream.ts: `GET /api/tags` answered from memory (scenario 8). */
+export async function startMemoryUpstream(bun: string, logFile: string, dir: string): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  const port = freePort();
+  const child = spawnChild({ name: "memory-upstream", cmd: [bun, join(import.meta.dir, "memory-upstream.ts")], env: { ...baseEnv(dir), PORT: String(port) }, logFile });
+  const url = `http://127.0.0.1:${port}`;
+  await waitHttp(`${url}/api/version`, 15_000, "memory upstream");
+  return { url, pid: child.pid, stop: () => child.stop(3000) };
+}

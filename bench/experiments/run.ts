@@ -9,6 +9,14 @@
  *                                                 sorts its samples into the stages of a request
  *   npx bun bench/experiments/run.ts startup      where the compiled binary's start-up time goes
  *   npx bun bench/experiments/run.ts dashboards   CPU per small chat and RSS with 0 and 100 /turnstile/events readers
+ *   npx bun bench/experiments/run.ts floor [DIR|BINARY ...] [--rounds N]   issue 22's setup (scenario 8): the floor
+ *                                                 (bench/bare-proxy.ts), one-worker nginx and a turnstile per
+ *                                                 checkout DIR (`bun DIR/src/main.ts`) or compiled BINARY, default
+ *                                                 this checkout, or `variant:NAME` (variant-proxy.ts); upstream
+ *                                                 answering from memory, wrk c=16, 4 s rounds
+ *   npx bun bench/experiments/run.ts startup-ab BINARY... [--runs N]   compiled binaries' exec → first /healthz,
+ *                                                 taking turns with a minimal compiled Bun.serve, N rounds (default 20)
+ *   npx bun bench/experiments/hot-path.ts         the pure steps of one pass-through request, timed alone
  *   npx bun bench/experiments/run.ts ab DIR [DIR2] [N]   CPU per request at c=16: the turnstile in DIR (a copy
  *                                                 of an older commit, e.g. `git archive`) against DIR2 (default:
  *                                                 this checkout) and one-worker nginx, N alternating rounds (default 5)
@@ -22,8 +30,10 @@ import { freePort, memoryOf, spawnChild, stopAll, threadCpuMs, treeCpuMs, waitHt
 import { median } from "../lib/stats.ts";
 import { startUpstreamHost } from "../lib/upstreams.ts";
 import { findNginx, startNginx } from "../nginx.ts";
+import { floorRounds, ratiosByRound, type FloorSubject } from "../scenarios/floor.ts";
 import { manyStreams } from "../scenarios/many-streams.ts";
-import { baseEnv, startTurnstileProc, type ProxyProc } from "../subjects.ts";
+import { buildMinimal, startupTimes } from "../scenarios/startup.ts";
+import { baseEnv, startBareProxy, startMemoryUpstream, startTurnstileProc, type ProxyProc } from "../subjects.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const OUT = join(ROOT, "bench", "out", "experiments");
@@ -233,6 +243,83 @@ async function ab(): Promise<void> {
   await up.stop();
 }
 
+/** Issue 22's comparison with any number of turnstiles: checkouts run from source, or compiled binaries. */
+async function floor(): Promise<void> {
+  const argv = process.argv.slice(3);
+  const ri = argv.indexOf("--rounds");
+  const rounds = ri >= 0 ? Number(argv.splice(ri, 2)[1]) : 3;
+  const builds = argv.length ? argv.map((a) => resolve(a)) : [ROOT];
+  const up = await startMemoryUpstream(BUN, join(OUT, "memory-upstream.log"), OUT);
+  const subjects: FloorSubject[] = [];
+  const stops: (() => Promise<void>)[] = [up.stop];
+  const bare = await startBareProxy(BUN, join(ROOT, "bench", "bare-proxy.ts"), [{ name: "up", upstream: up.url }], join(OUT, "bare.log"), OUT);
+  stops.push(bare.stop);
+  subjects.push({ name: "floor", url: bare.urls.up!, cpuMs: () => treeCpuMs(bare.pid) });
+  for (const [i, b] of builds.entries()) {
+    // `variant:NAME`: one of variant-proxy.ts's steps (e.g. `variant:pool`, the pooled hop alone).
+    const variant = /\/variant:(\w+)$/.exec(b)?.[1];
+    if (variant) {
+      const v = await startVariant(variant, up.url);
+      stops.push(v.stop);
+      subjects.push({ name: variant, url: v.urls.up!, cpuMs: () => treeCpuMs(v.pid), pid: v.pid });
+      continue;
+    }
+    const fromSource = existsSync(join(b, "src", "main.ts"));
+    const t = await startTurnstileProc({ cmd: fromSource ? [BUN, join(b, "src/main.ts")] : [b], cwd: fromSource ? b : OUT, ollama: { name: "up", url: up.url }, dir: OUT, logFile: join(OUT, `turnstile-${i}.log`), presetFetchLimit: false });
+    stops.push(t.stop);
+    subjects.push({ name: builds.length > 1 ? `t${i}` : "turnstile", url: t.urls.up!, cpuMs: () => treeCpuMs(t.servingPid), pid: t.servingPid });
+    note(`${subjects.at(-1)!.name}: ${b}`);
+  }
+  const nginx = findNginx();
+  if (nginx) {
+    const ng1 = await startNginx(nginx, join(OUT, "nginx1"), [{ name: "up", upstream: up.url }], { workers: 1, keepalive: 64 });
+    stops.push(ng1.stop);
+    subjects.push({ name: "nginx-1w", url: ng1.urls.up!, cpuMs: () => treeCpuMs(ng1.pid) });
+  }
+  const pids = new Map<string, number>([["floor", bare.pid], ...subjects.filter((s) => s.pid !== undefined).map((s) => [s.name, s.pid!] as [string, number])]);
+  for (const s of subjects) await runLoad({ url: `${s.url}/api/tags`, connections: 16, seconds: 2 }, findWrk());
+  const threads0 = new Map([...pids].map(([n, pid]) => [n, threadCpuMs(pid)]));
+  const seconds = 4;
+  const rows = await floorRounds(subjects, { connections: 16, rounds, seconds, warmupSeconds: 0, path: "/api/tags", wrk: findWrk(), note });
+  // Where each Bun proxy's CPU went, by thread (fetch runs its sockets on a thread of its own).
+  for (const [n, pid] of pids) {
+    const before = threads0.get(n)!;
+    const reqs = rows.filter((r) => r.subject === n).reduce((a, r) => a + r.rps * seconds, 0);
+    const parts = [...threadCpuMs(pid)].map(([t, ms]) => [t, ((ms - (before.get(t) ?? 0)) * 1000) / reqs] as const).filter(([, us]) => us >= 0.5);
+    note(`${n.padEnd(10)} CPU by thread, µs/req : ${parts.map(([t, us]) => `${t} ${us.toFixed(1)}`).join(", ")}`);
+  }
+  for (const s of subjects.filter((x) => x.name !== "floor")) {
+    const r = ratiosByRound(rows, s.name, "floor");
+    note(`${s.name.padEnd(10)} vs floor: CPU ${r.map((x) => x.cpu.toFixed(2)).join(" / ")} (median ${median(r.map((x) => x.cpu)).toFixed(2)}×), throughput ${r.map((x) => x.rps.toFixed(2)).join(" / ")} (median ${median(r.map((x) => x.rps)).toFixed(2)}×)`);
+  }
+  for (const stop of stops) await stop();
+}
+
+/** Start-up of compiled binaries side by side: one start of each per round, so a busy moment hits every binary alike. */
+async function startupAb(): Promise<void> {
+  const argv = process.argv.slice(3);
+  const ri = argv.indexOf("--runs");
+  const rounds = ri >= 0 ? Number(argv.splice(ri, 2)[1]) : 20;
+  const bins = [...argv.map((a) => resolve(a)), buildMinimal(BUN, ROOT, OUT).path];
+  const env = (port: number) => ({ ...baseEnv(OUT), NO_COLOR: "1", LOGLEVEL: "warn", AUTO_UPDATE: "false", HEALTH_INTERVAL: "1h", OLLAMA_URL: "http://127.0.0.1:9", LISTEN_OLLAMA: `127.0.0.1:${port}`, PORT: String(port) });
+  const ms = new Map<string, number[]>(bins.map((b) => [b, []]));
+  const cpu = new Map<string, number[]>(bins.map((b) => [b, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const b of bins) {
+      const t = await startupTimes([b], env, 1);
+      ms.get(b)!.push(...t.samples);
+      cpu.get(b)!.push(...t.cpuSamples);
+    }
+  }
+  const min = median(ms.get(bins.at(-1)!)!);
+  const minCpu = median(cpu.get(bins.at(-1)!)!);
+  for (const b of bins) {
+    const xs = ms.get(b)!;
+    const cs = cpu.get(b)!;
+    note(`${b.padEnd(50)} median ${median(xs).toFixed(1)} ms (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}, ${xs.length} starts)  ${(median(xs) / min).toFixed(2)}× the minimal server;  on-CPU ${median(cs).toFixed(1)} ms (${Math.min(...cs).toFixed(1)}–${Math.max(...cs).toFixed(1)})  ${(median(cs) / minCpu).toFixed(2)}×`);
+  }
+}
+
 async function startup(): Promise<void> {
   // Time to import the modules `run` needs, from source, in a fresh process each.
   const script = join(OUT, "import-time.ts");
@@ -264,6 +351,8 @@ try {
   else if (cmd === "startup") await startup();
   else if (cmd === "dashboards") await dashboards();
   else if (cmd === "ab") await ab();
+  else if (cmd === "floor") await floor();
+  else if (cmd === "startup-ab") await startupAb();
   else note(`unknown experiment ${cmd}`);
 } finally {
   await stopAll();

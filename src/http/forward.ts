@@ -9,8 +9,8 @@ import { formatDuration } from "../config/duration.ts";
 import { backoffDelays, sleep } from "./backoff.ts";
 import { clientResponseHeaders, hasHopByHop, upstreamRequestHead, upstreamRequestHeaders } from "../upstream/headers.ts";
 import { joinUrl } from "../upstream/http.ts";
-import { prepareBody } from "./request-body.ts";
-import { onPooledBodyEnd, pooledUpstream, type Activity, type BodyEnd, type PoolRequest } from "../upstream/h1-pool.ts";
+import { NO_BODY, prepareBody } from "./request-body.ts";
+import { onPooledBodyEnd, pooledUpstream, type Activity, type BodyEnd, type Pool, type PoolRequest } from "../upstream/h1-pool.ts";
 import { IdleTimeoutError, type IdleWatch } from "./idle-watch.ts";
 import { describeFetchError, isConnectPhaseError } from "../upstream/upstream-errors.ts";
 
@@ -117,12 +117,48 @@ function pathPrefix(upstream: URL): string {
  * Forward `req`. Resolves with the upstream's response (its body not yet read) or with a reason
  * the upstream could not be reached; rejects only with the client's abort reason (or, with a
  * `watch`, an IdleTimeoutError).
+ *
+ * A bodiless request to a pooled upstream with nothing to wait for (the usual pass-through GET)
+ * makes its first attempt here, and only an answer the retry rules look at twice — a failure or
+ * a 5xx — goes on to `retrying`, which treats it as its own first attempt. The rest of the time
+ * the request costs no async frame of its own (with the caller's, 1–4 µs of a ~50 µs request:
+ * docs/BENCHMARKS.md).
  */
-export async function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
-  const { signal, retry } = opts;
+export function forward(req: Request, opts: ForwardOptions): Promise<ForwardResult> {
+  try {
+    const pending = prepareBody(req, opts.retry.retryBodyLimit, opts.watch, opts.watchBody);
+    const pool = pending === NO_BODY && !opts.acquire && !opts.watch && !opts.fetchSignal ? pooledUpstream(opts.upstream) : undefined;
+    if (!pool) return retrying(req, opts, pending);
+    const head = requestHead(req, opts, pool);
+    return pool.request({ method: req.method, target: head.target, headers: head.headers as PoolRequest["headers"], body: undefined, signal: opts.signal, cutClient: opts.cutClient }).then(
+      (res) => (res.status >= 500 ? retrying(req, opts, pending, { res }) : { ok: true, response: res, hold: undefined }),
+      (err: unknown) => retrying(req, opts, pending, { err }),
+    );
+  } catch (err) {
+    // As from an async function: a failure is a rejection, never a throw.
+    return Promise.reject(err);
+  }
+}
+
+/** What an attempt sends besides the body: the upstream head's fields (rendered for the pool) and target. */
+function requestHead(req: Request, opts: ForwardOptions, pool: Pool | undefined): { headers: Headers | { lines: string; contentLength: string | null }; target: string } {
   const incoming = opts.url ?? new URL(req.url);
+  const forwarded = { clientIp: opts.clientIp, proto: "http" };
+  const headers = pool ? upstreamRequestHead(req.headers, opts.upstream, forwarded) : upstreamRequestHeaders(req.headers, opts.upstream, forwarded);
+  if (opts.mark) {
+    if ("lines" in headers) headers.lines += `${opts.mark[0]}: ${opts.mark[1]}\r\n`;
+    else headers.set(opts.mark[0], opts.mark[1]);
+  }
+  return { headers, target: pathPrefix(opts.upstream) + incoming.pathname + incoming.search };
+}
+
+/** How `forward` already ended a first attempt: the answer it got, or what it threw. */
+type FirstAttempt = { res: Response } | { err: unknown };
+
+/** The retry loop; `first`, when given, is attempt 1's outcome, made by `forward` itself. */
+async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<typeof prepareBody>, first?: FirstAttempt): Promise<ForwardResult> {
+  const { signal, retry } = opts;
   const { watch } = opts;
-  const pending = prepareBody(req, retry.retryBodyLimit, watch, opts.watchBody);
   const body = pending instanceof Promise ? await pending : pending;
   if (opts.onBody && body.buffered) {
     const bytes = body.peek?.();
@@ -137,23 +173,22 @@ export async function forward(req: Request, opts: ForwardOptions): Promise<Forwa
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
   const pool = pooledUpstream(opts.upstream);
-  const forwarded = { clientIp: opts.clientIp, proto: "http" };
-  const headers = pool ? upstreamRequestHead(req.headers, opts.upstream, forwarded) : upstreamRequestHeaders(req.headers, opts.upstream, forwarded);
-  if (opts.mark) {
-    if ("lines" in headers) headers.lines += `${opts.mark[0]}: ${opts.mark[1]}\r\n`;
-    else headers.set(opts.mark[0], opts.mark[1]);
-  }
-  const target = pathPrefix(opts.upstream) + incoming.pathname + incoming.search;
+  const { headers, target } = requestHead(req, opts, pool);
 
   for (let attempt = 1; ; attempt++) {
     const hold = opts.acquire ? await opts.acquire() : undefined;
     let res: Response;
     try {
-      // The pooled client is stopped by the watch itself; fetch only listens to a signal.
-      const upstreamSignal = opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal);
-      res = pool
-        ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch, cutClient: opts.cutClient })
-        : await fetch(opts.upstream.origin + target, fetchInit(req.method, headers as Headers, body.next(), upstreamSignal));
+      if (attempt === 1 && first) {
+        if ("err" in first) throw first.err;
+        res = first.res;
+      } else {
+        // The pooled client is stopped by the watch itself; fetch only listens to a signal.
+        const upstreamSignal = opts.fetchSignal?.() ?? (watch && !pool ? watch.signalWith(signal) : signal);
+        res = pool
+          ? await pool.request({ method: req.method, target, headers, body: body.next() as PoolRequest["body"], signal: upstreamSignal, activity: watch, cutClient: opts.cutClient })
+          : await fetch(opts.upstream.origin + target, fetchInit(req.method, headers as Headers, body.next(), upstreamSignal));
+      }
       if (watch) watch.moved = true;
     } catch (err) {
       hold?.release();

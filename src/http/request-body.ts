@@ -19,7 +19,8 @@ export interface ReplayableBody {
   peek?(): Uint8Array;
 }
 
-const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
+/** The body of every request without one (GET and HEAD, an empty body): forward() knows it by identity. */
+export const NO_BODY: ReplayableBody = { next: () => undefined, replayable: true, buffered: true };
 
 /**
  * `watch` (an LLM exchange's idle watch) sees each piece of a streamed body, and its end.

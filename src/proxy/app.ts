@@ -151,8 +151,8 @@ export type AppEnv = { Bindings: { clientIp: string | undefined } };
 export interface ListenerApp {
   /** The whole listener as a Hono app: /healthz, /metrics, and everything else to `proxy`. */
   app: Hono<AppEnv>;
-  /** The proxy route alone: admit → classify → gate → forward. Never throws. */
-  proxy(req: Request, clientIp: string | undefined): Promise<Response>;
+  /** The proxy route alone: admit → classify → gate → forward. Never throws nor rejects. */
+  proxy(req: Request, clientIp: string | undefined): Response | Promise<Response>;
   /** GET or HEAD of an INTERNAL_PATHS path, answered whatever the Host (an `nc` or HTTP/1.0 check sends none). */
   internal(req: Request, clientIp: string | undefined): Response | Promise<Response>;
   /** The front-door checks for a request that `proxy` does not see (a websocket upgrade): its URL, or the refusal to send. */
@@ -194,7 +194,9 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     return answered(errorResponse(dialectFor(listener, info.path), reply), req.signal, observer, info, performance.now());
   };
 
-  const proxy = async (req: Request, clientIp: string | undefined): Promise<Response> => {
+  // Not async, nor is proxyPass: a pass-through request's promise is forward()'s, continued, with
+  // no async frames in between (docs/BENCHMARKS.md).
+  const proxy = (req: Request, clientIp: string | undefined): Response | Promise<Response> => {
     const door = admit(req, deps.hostAllowed);
     if (!door.ok) return refused(req, "pass", door.reply, clientIp);
     const { url } = door;
@@ -207,17 +209,20 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     const t0 = performance.now();
     const info: Info = { listener, method: req.method, path: url.pathname, class: cls, client: clientIp };
     observer.start(info);
-    try {
-      if (cls === "llm") return await proxyLLM(req, url, door.routed, clientIp, deps, info, t0);
-      if (cls === "image" && deps.imageJob) {
-        if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, "comfy"), req.signal, observer, info, t0);
-        return answered(await handleImageJob(req, clientIp, deps.imageJob), req.signal, observer, info, t0);
-      }
-      const held = deps.heldImageJobs && req.method === "GET" && QUEUE_VIEW_PATHS.has(door.routed) ? deps.heldImageJobs : undefined;
-      return await proxyPass(req, url, clientIp, deps, info, t0, deps.watchPass?.(req.method, door.routed), held);
-    } catch (err) {
+    const failed = (err: unknown): Response => {
       const res = req.signal.aborted ? new Response(null, { status: CLIENT_CLOSED }) : internalError(deps, req, url.pathname, err);
       return answered(res, req.signal, observer, info, t0);
+    };
+    try {
+      if (cls === "llm") return proxyLLM(req, url, door.routed, clientIp, deps, info, t0).catch(failed);
+      if (cls === "image" && deps.imageJob) {
+        if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, "comfy"), req.signal, observer, info, t0);
+        return handleImageJob(req, clientIp, deps.imageJob).then((res) => answered(res, req.signal, observer, info, t0)).catch(failed);
+      }
+      const held = deps.heldImageJobs && req.method === "GET" && QUEUE_VIEW_PATHS.has(door.routed) ? deps.heldImageJobs : undefined;
+      return proxyPass(req, url, clientIp, deps, info, t0, deps.watchPass?.(req.method, door.routed), held).catch(failed);
+    } catch (err) {
+      return failed(err);
     }
   };
   app.all("*", (c) => proxy(c.req.raw, c.env.clientIp));
@@ -265,8 +270,8 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
 }
 
 /** `held`: ComfyUI's queue answers get the image jobs the turnstile holds added (balance/comfy-queue.ts). */
-async function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => number): Promise<Response> {
-  const result = await forward(req, {
+function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => number): Promise<Response> {
+  return forward(req, {
     upstream: deps.upstream,
     url,
     signal: req.signal,
@@ -277,10 +282,13 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
     cutClient: cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
     onBody: pass && ((b) => pass.body(b)),
+  }).then((result) => {
+    if (!result.ok) return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
+    pass?.answered(result.response.status);
+    // No async frame for the common pass-through (forward.ts says what one costs).
+    if (held) return withHeldJobs(result.response, held()).then((res) => answered(res, req.signal, deps.observer, info, t0));
+    return answered(result.response, req.signal, deps.observer, info, t0);
   });
-  if (result.ok) pass?.answered(result.response.status);
-  const res = !result.ok ? unreachable(deps, req, url, result.reason) : held ? await withHeldJobs(result.response, held()) : result.response;
-  return answered(res, req.signal, deps.observer, info, t0);
 }
 
 /** A request body the turnstile refuses before any upstream sees it (a zstd bomb, a corrupt frame). */

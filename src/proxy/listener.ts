@@ -33,22 +33,11 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
     reusePort: false,
     // Model blobs (`ollama create`) and ComfyUI uploads stream through; the upstream sets limits.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    async fetch(req, server) {
+    // Not async: a proxied request's promise goes back to Bun as `proxy` made it, with no async
+    // frame around it (forward.ts says what they cost).
+    fetch(req, server) {
       const clientIp = server.requestIP(req)?.address;
-      if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
-        const url = opts.app.admit(req, "ws");
-        if (url instanceof Response) return url;
-        const path = url.pathname;
-        const r = await upgradeAndRelay(req, server, {
-          upstream: opts.upstream,
-          clientIp,
-          connectTimeoutMs: opts.wsConnectTimeoutMs,
-          observe: opts.observeWs,
-        });
-        opts.onWebsocket?.({ path, ok: r.ok, reason: r.ok ? undefined : r.reason });
-        if (r.ok) return undefined;
-        return new Response(`${r.reason}\n`, { status: r.status, headers: { "content-type": "text/plain; charset=utf-8" } });
-      }
+      if (req.headers.get("upgrade")?.toLowerCase() === "websocket") return websocket(opts, req, server, clientIp);
       // Proxied traffic skips Hono's routing and context: measured in bench/, that is 4-5 KiB
       // per open stream and a few µs per request, for a route table of one entry.
       if ((req.method === "GET" || req.method === "HEAD") && INTERNAL_PATHS.has(requestPath(req.url))) return opts.app.internal(req, clientIp);
@@ -56,4 +45,20 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
     },
     websocket: relayHandlers,
   });
+}
+
+/** A websocket upgrade: the front-door checks, then the relay to the upstream (ws-relay.ts). */
+async function websocket(opts: ListenerOptions, req: Request, server: Server<RelayData>, clientIp: string | undefined): Promise<Response | undefined> {
+  const url = opts.app.admit(req, "ws");
+  if (url instanceof Response) return url;
+  const path = url.pathname;
+  const r = await upgradeAndRelay(req, server, {
+    upstream: opts.upstream,
+    clientIp,
+    connectTimeoutMs: opts.wsConnectTimeoutMs,
+    observe: opts.observeWs,
+  });
+  opts.onWebsocket?.({ path, ok: r.ok, reason: r.ok ? undefined : r.reason });
+  if (r.ok) return undefined;
+  return new Response(`${r.reason}\n`, { status: r.status, headers: { "content-type": "text/plain; charset=utf-8" } });
 }

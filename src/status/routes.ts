@@ -9,11 +9,10 @@ import { authorise, crossSiteRequest, forbidden } from "./auth.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
 import { LeaseRefused, type Steering } from "./steer.ts";
-// Imported as text so `bun build --compile` embeds the page in the binary.
-import pageImport from "./page.html" with { type: "text" };
 
-// Bun's typings describe an HTML import as a bundle; with `type: "text"` it is the file's text.
-const page = pageImport as unknown as string;
+// The page's text is loaded at its first request, not at start-up (page-text.ts says why).
+let pageText: Promise<string> | undefined;
+const loadPage = () => (pageText ??= import("./page-text.ts").then((m) => m.page));
 
 /** The page loads nothing from anywhere: its own inline style and script, and the event stream. */
 const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'";
@@ -35,12 +34,16 @@ export interface StatusRoutesDeps {
   card?: string;
 }
 
+/** The page with CARD_NAME in its title (before its script runs: a tab list tells the cards apart). */
+function titled(page: string, card: string | undefined): string {
+  return card ? page.replace("<title>gpu-turnstile</title>", `<title>${escapeHtml(card)} · gpu-turnstile</title>`) : page;
+}
+
 const LEASE_PATH = /^\/turnstile\/lease\/([0-9a-f-]{1,64})(\/renew)?$/;
 
 export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: string | undefined) => Response | Promise<Response> {
   const machineHost = deps.machineHost ?? localOrIp;
   const namesMachine = (host: string | null) => host === null || machineHost(host);
-  const html = deps.card ? page.replace("<title>gpu-turnstile</title>", `<title>${escapeHtml(deps.card)} · gpu-turnstile</title>`) : page;
   return (req, clientIp) => {
     const path = new URL(req.url).pathname;
     // The page's links are relative to /turnstile/, so the bare prefix is sent there.
@@ -60,9 +63,12 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
     const trusted = () => authorise(clientIp, req.headers.get("authorization"), deps.adminToken, namesMachine(req.headers.get("host"))).ok;
     switch (path) {
       case "/turnstile/":
-        return new Response(html, {
-          headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "cache-control": "no-cache" },
-        });
+        return loadPage().then(
+          (page) =>
+            new Response(titled(page, deps.card), {
+              headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": PAGE_CSP, "cache-control": "no-cache" },
+            }),
+        );
       case "/turnstile/status": {
         const canSteer = trusted();
         return Response.json({ ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined }, { headers: { "cache-control": "no-store" } });

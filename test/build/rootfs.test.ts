@@ -2,7 +2,7 @@
  * The FROM scratch image without Docker: build the real linux-x64 binary, assemble the root
  * folder with the script the Dockerfile runs (scripts/rootfs.sh), and start the binary inside
  * it — own mount and PID namespaces, /proc mounted (Bun aborts without it), chrooted, as the
- * image's non-root user 65532 — then ask /healthz.
+ * image's non-root user 65532 — then ask /healthz and the status page.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn, spawnSync } from "node:child_process";
@@ -112,6 +112,10 @@ describe.skipIf(!canNamespace)("the image's root folder", () => {
       const res = await fetch(`${url}/healthz`);
       expect(res.status, output).toBe(200);
       expect(await res.json()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
+      // The status page is a chunk of its own, loaded at its first request (status/page-text.ts).
+      const page = await fetch(`${url}/turnstile/`);
+      expect(page.status, output).toBe(200);
+      expect(await page.text()).toStartWith("<!doctype html>");
       const procs = processesIn(rootfs);
       expect(procs.length, output).toBeGreaterThan(0);
       expect(new Set(procs.map((p) => p.uid))).toEqual(new Set([UID]));
