@@ -9,7 +9,7 @@
  * bench/out/*.json and the table into docs/BENCHMARKS.md (between its generated-part markers).
  *
  *   --quick            shorter cells (a smoke run; does not touch docs/BENCHMARKS.md)
- *   --only 1,2,...     run only these scenarios (7, image sessions, and 8, several cards behind
+ *   --only 1,2,...     run only these scenarios (7, image sessions, and 9, several cards behind
  *                      HAProxy, write their own sections of docs/BENCHMARKS.md even alone: they
  *                      measure a workload, not the machine)
  *   --no-docs          leave docs/BENCHMARKS.md alone
@@ -52,7 +52,7 @@ const { values: args } = parseArgs({
     "wait-quiet": { type: "string" },
   },
 });
-const only = new Set((args.only ?? "1,2,3,4,5,6,7,8").split(",").map((s) => Number(s.trim())));
+const only = new Set((args.only ?? "1,2,3,4,5,6,7,8,9").split(",").map((s) => Number(s.trim())));
 const quick = args.quick === true;
 
 /** Durations and sizes of every scenario, in one place (also recorded in the JSON). */
@@ -352,9 +352,9 @@ async function main(): Promise<number> {
     results.sessions = { workload: S.sessions, rows: await sessions(S.sessions, note) };
   }
 
-  // ------------------------------------------------------------ scenario 8: several cards
-  if (only.has(8)) {
-    note(`8. several cards: ${S.cards.images} image jobs among ${S.cards.chats} chats, one card vs two behind HAProxy (deploy/haproxy.cfg)`);
+  // ------------------------------------------------------------ scenario 9: several cards
+  if (only.has(9)) {
+    note(`9. several cards: ${S.cards.images} image jobs among ${S.cards.chats} chats, one card vs two behind HAProxy (deploy/haproxy.cfg)`);
     const haproxy = findHaproxy();
     const rows = haproxy && (await cards(S.cards, note));
     if (haproxy && rows) results.cards = { workload: S.cards, haproxy: haproxy.version.replace(/ - https?:.*$/, "").replace(/ \d{4}\/\d\d\/\d\d$/, ""), rows };
@@ -389,7 +389,7 @@ async function main(): Promise<number> {
   }
   if (!args["no-docs"] && !quick && cardsMd && existsSync(doc)) {
     writeFileSync(doc, spliceCards(readFileSync(doc, "utf8"), cardsMd));
-    note("scenario 8 written to docs/BENCHMARKS.md");
+    note("scenario 9 written to docs/BENCHMARKS.md");
   }
   note(`done in ${results.durationS.toFixed(0)} s`);
   return 0;

@@ -1,5 +1,5 @@
 /**
- * Scenario 8: several cards. The same mixed workload — a burst of image jobs from separate
+ * Scenario 9: several cards. The same mixed workload — a burst of image jobs from separate
  * clients while chats keep arriving — on one card (clients talk to its turnstile) and on two cards
  * behind a real HAProxy run from the shipped recipe (deploy/haproxy.cfg); each card is its own
  * simulated GPU with its own Ollama, ComfyUI and turnstile. Like scenario 7 it measures the workload, not the proxy's CPU: the
