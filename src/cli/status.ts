@@ -52,7 +52,11 @@ function jobLine(j: Job, now: number): string {
 export function renderStatus(doc: StatusDoc): string {
   const since = doc.now - Date.parse(doc.state_since);
   const lines = [`GPU: ${doc.state} for ${dur(since)}   (gpu-turnstile ${doc.version})`];
-  for (const j of doc.image.jobs ?? []) lines.push(jobLine(j, doc.now));
+  for (const j of doc.image.jobs ?? []) {
+    lines.push(jobLine(j, doc.now));
+    // LLM calls the job's own workflow made on LISTEN_OLLAMA_NESTED: part of the job, sharing its card.
+    for (const r of j.nested ?? []) lines.push(`  nested ${r.path}${r.model ? ` ${r.model}` : ""}${r.client ? ` from ${r.client}` : ""} ${dur(r.age_ms)}`);
+  }
   if (doc.lease) lines.push(`lease: ${doc.lease.holder} (${doc.lease.id}), held ${dur(doc.lease.age_ms)}, ends in ${dur(doc.lease.expires_in_ms)} unless renewed`);
   lines.push(`llm: ${doc.llm.inflight} in flight, ${doc.llm.waiting} waiting${doc.llm.waiting ? ` (oldest ${dur(doc.llm.oldest_wait_ms)})` : ""}`);
   for (const r of doc.llm.requests) {

@@ -1,5 +1,6 @@
 /** The status lists a nested LLM request under the image job that runs it, not among the LLM requests. */
 import { expect, test } from "bun:test";
+import { renderStatus } from "../../src/cli/status.ts";
 import { StatusModel } from "../../src/status/model.ts";
 
 test("a nested request is listed under the running job, and falls back to the LLM list without one", () => {
@@ -20,6 +21,11 @@ test("a nested request is listed under the running job, and falls back to the LL
   const doc = status.snapshot(true);
   expect(doc.llm.requests).toEqual([]);
   expect(doc.image.running?.nested).toEqual([{ id: r.id, path: "/api/generate", model: "llama3.2", client: "127.0.0.1", age_ms: 500, waiting: false, since: 1000 }]);
+  // `gpu-turnstile status` shows it under its job too.
+  const lines = renderStatus(doc).split("\n");
+  const jobAt = lines.findIndex((l) => l.startsWith("image: job 7"));
+  expect(jobAt).toBeGreaterThanOrEqual(0);
+  expect(lines[jobAt + 1]).toBe("  nested /api/generate llama3.2 from 127.0.0.1 500ms");
   status.end(r);
   expect(status.snapshot(false).image.running?.nested).toBeUndefined();
 });
