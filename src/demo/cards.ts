@@ -6,11 +6,11 @@
  */
 import { rmSync } from "node:fs";
 import { useColor } from "../runtime/color.ts";
-import { startSimPair, type SimPair } from "../sim/index.ts";
+import type { SimPair } from "../sim/index.ts";
 import type { Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 import { findHaproxy, startHaproxy } from "./haproxy.ts";
-import { gpuNarrator, printTryIt, startDemoTurnstile, VRAM, waitUntilQuiet } from "./run.ts";
+import { gpuNarrator, printTryIt, startDemoSims, startDemoTurnstile, VRAM, waitUntilQuiet } from "./run.ts";
 import { untilStopped } from "./stop.ts";
 import { gib, secs, Timeline } from "./timeline.ts";
 import { runWorkload } from "./workload.ts";
@@ -41,11 +41,7 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
   const names = ["card1", "card2"];
   const cards: { name: string; sims: SimPair; t: Turnstile }[] = [];
   for (const name of names) {
-    const sims = await startSimPair({
-      vramBytes: VRAM,
-      ollama: { loadMs: 700, unloadMs: 250, tokenDelayMs: 60, tokens: 24 },
-      comfy: { jobMs: 1800, freeDelayMs: 300, modelBytes: 10.5 * 1024 ** 3 },
-    });
+    const sims = await startDemoSims();
     sims.gpu.on(gpuNarrator(tl, name));
     cards.push({ name, sims, t: startDemoTurnstile(sims, tl, name) });
   }

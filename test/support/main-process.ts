@@ -55,11 +55,3 @@ export async function startMain(cwd: string, env: Record<string, string>): Promi
     },
   };
 }
-
-/** A port nothing listens on right now, to start (and restart) a turnstile on the same address. */
-export function freePort(): number {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
