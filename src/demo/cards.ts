@@ -50,6 +50,8 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
   try {
     tl.text(`gpu-turnstile ${VERSION} demo — two simulated ${gib(VRAM)} cards, each with its own Ollama, ComfyUI and turnstile`, "gpu");
     tl.text(`clients talk to ${haproxy.version.split(" - ")[0]} running deploy/haproxy.cfg: Ollama side ${lb.ollama}, ComfyUI side ${lb.comfy}\n`);
+    // Two cards and HAProxy take a second or two to start: the script starts after them, not during.
+    tl.restart();
     const result = await runWorkload({ ollama: lb.ollama, comfy: lb.comfy }, tl);
     for (const c of cards) {
       await c.t.tracker.settled();
@@ -58,7 +60,8 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
 
     tl.text("");
     tl.text("summary (two cards behind HAProxy)", "gpu");
-    tl.text(`  chats answered:       ${result.chats.filter((c) => c.r.ok).length} of ${result.chats.length}`);
+    const gaveUp = result.chats.filter((c) => c.r.aborted).length;
+    tl.text(`  chats answered:       ${result.chats.filter((c) => c.r.ok).length} of ${result.chats.length}${gaveUp ? `, ${gaveUp} client gave up while waiting` : ""}`);
     tl.text(`  images generated:     ${result.images.filter((i) => i.r.ok).length} of ${result.images.length}`);
     tl.text(`  makespan:             ${secs(result.makespanMs)}`);
     let overlaps = 0;
