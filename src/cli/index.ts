@@ -86,7 +86,7 @@ const commands: Record<CommandName, CommandDef<any>> = {
       config: configArg,
       url: { type: "string", description: "the instance to ask (default: from the config's LISTEN_*)", valueHint: "http://host:port" },
       json: { type: "boolean", description: "print the raw /turnstile/status document (with --watch: one JSON event per line)" },
-      watch: { type: "boolean", description: "follow the events until Ctrl-C" },
+      watch: { type: "boolean", description: "follow the events until Ctrl-C, reconnecting when the turnstile restarts" },
     },
     async run({ args }) {
       const { statusCommand } = await import("./status.ts");

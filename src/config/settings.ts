@@ -211,7 +211,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "historyPollIntervalMs",
     default: "1s",
     kind: "duration",
-    doc: "How often ComfyUI's /queue and /history/<id> are read while an image job runs (a lost job is noticed within two reads).",
+    doc: "How often a running image job is looked up in ComfyUI (/api/jobs/<id>, or /queue and /history/<id> on an older ComfyUI; a lost job is noticed within two reads).",
   },
   {
     key: "FREE_POLL_INTERVAL",
@@ -225,7 +225,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "probeTimeoutMs",
     default: "5s",
     kind: "duration",
-    doc: "Timeout of each upstream probe (the startup probe and every health check).",
+    doc: "Timeout of each upstream probe (the startup probe, the reads that pick up ComfyUI's jobs at start, every health check).",
   },
   {
     key: "HEALTH_INTERVAL",

@@ -6,11 +6,11 @@
  */
 import { rmSync } from "node:fs";
 import { useColor } from "../runtime/color.ts";
-import { startSimPair, type SimPair } from "../sim/index.ts";
+import type { SimPair } from "../sim/index.ts";
 import type { Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 import { findHaproxy, startHaproxy } from "./haproxy.ts";
-import { gpuNarrator, printTryIt, startDemoTurnstile, VRAM, waitUntilQuiet } from "./run.ts";
+import { gpuNarrator, printTryIt, startDemoSims, startDemoTurnstile, VRAM, waitUntilQuiet } from "./run.ts";
 import { untilStopped } from "./stop.ts";
 import { gib, secs, Timeline } from "./timeline.ts";
 import { runWorkload } from "./workload.ts";
@@ -41,11 +41,7 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
   const names = ["card1", "card2"];
   const cards: { name: string; sims: SimPair; t: Turnstile }[] = [];
   for (const name of names) {
-    const sims = await startSimPair({
-      vramBytes: VRAM,
-      ollama: { loadMs: 700, unloadMs: 250, tokenDelayMs: 60, tokens: 24 },
-      comfy: { jobMs: 1800, freeDelayMs: 300, modelBytes: 10.5 * 1024 ** 3 },
-    });
+    const sims = await startDemoSims();
     sims.gpu.on(gpuNarrator(tl, name));
     cards.push({ name, sims, t: startDemoTurnstile(sims, tl, name) });
   }
@@ -54,6 +50,8 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
   try {
     tl.text(`gpu-turnstile ${VERSION} demo — two simulated ${gib(VRAM)} cards, each with its own Ollama, ComfyUI and turnstile`, "gpu");
     tl.text(`clients talk to ${haproxy.version.split(" - ")[0]} running deploy/haproxy.cfg: Ollama side ${lb.ollama}, ComfyUI side ${lb.comfy}\n`);
+    // Two cards and HAProxy take a second or two to start: the script starts after them, not during.
+    tl.restart();
     const result = await runWorkload({ ollama: lb.ollama, comfy: lb.comfy }, tl);
     for (const c of cards) {
       await c.t.tracker.settled();
@@ -62,7 +60,8 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
 
     tl.text("");
     tl.text("summary (two cards behind HAProxy)", "gpu");
-    tl.text(`  chats answered:       ${result.chats.filter((c) => c.r.ok).length} of ${result.chats.length}`);
+    const gaveUp = result.chats.filter((c) => c.r.aborted).length;
+    tl.text(`  chats answered:       ${result.chats.filter((c) => c.r.ok).length} of ${result.chats.length}${gaveUp ? `, ${gaveUp} client gave up while waiting` : ""}`);
     tl.text(`  images generated:     ${result.images.filter((i) => i.r.ok).length} of ${result.images.length}`);
     tl.text(`  makespan:             ${secs(result.makespanMs)}`);
     let overlaps = 0;

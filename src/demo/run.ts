@@ -31,16 +31,21 @@ export interface DemoOptions {
 /** An RTX 5080: the card this project was written for. */
 export const VRAM = 16 * 1024 ** 3;
 
+/** One simulated card as the demo shows it: a 16 GiB GPU, a 7B chat model, a 10.5 GiB checkpoint. */
+export function startDemoSims(): Promise<SimPair> {
+  return startSimPair({
+    vramBytes: VRAM,
+    ollama: { loadMs: 700, unloadMs: 250, tokenDelayMs: 60, tokens: 24 },
+    comfy: { jobMs: 1800, freeDelayMs: 300, modelBytes: 10.5 * 1024 ** 3 },
+  });
+}
+
 export async function runDemo(opts: DemoOptions): Promise<number> {
   const out = opts.out ?? ((s: string) => void process.stdout.write(s));
   const color = opts.color ?? useColor(process.stdout);
   const tl = new Timeline(out, color);
 
-  const sims = await startSimPair({
-    vramBytes: VRAM,
-    ollama: { loadMs: 700, unloadMs: 250, tokenDelayMs: 60, tokens: 24 },
-    comfy: { jobMs: 1800, freeDelayMs: 300, modelBytes: 10.5 * 1024 ** 3 },
-  });
+  const sims = await startDemoSims();
   sims.gpu.on(gpuNarrator(tl));
 
   let turnstile: Turnstile | undefined;

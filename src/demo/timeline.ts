@@ -17,7 +17,7 @@ const COLORS: Record<Tone, string> = {
 const RESET = "\x1b[0m";
 
 export class Timeline {
-  private readonly t0 = performance.now();
+  private t0 = performance.now();
   readonly lines: string[] = [];
 
   constructor(
@@ -27,6 +27,11 @@ export class Timeline {
 
   elapsed(): number {
     return performance.now() - this.t0;
+  }
+
+  /** Counts from now: a workload scheduled on this clock starts when its setup is done, not during it. */
+  restart(): void {
+    this.t0 = performance.now();
   }
 
   event(who: string, what: string, tone: Tone = "plain"): void {

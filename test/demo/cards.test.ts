@@ -29,6 +29,10 @@ test.skipIf(!findHaproxy())(
       expect(c.overlaps).toBe(0);
     }
     expect(r.out).toMatch(/GPU overlaps: 0\n/);
+    // The workload plays as scripted once everything is up: its first chat starts at once, not
+    // bunched with every arrival the start-up delayed.
+    const first = /\+\s*([\d.]+)s\s+alice\s+asks/.exec(r.out);
+    expect(Number(first?.[1])).toBeLessThan(0.5);
   },
   60_000,
 );

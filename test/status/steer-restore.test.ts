@@ -1,20 +1,15 @@
 /** A GPU lease kept across a restart, through Steering with a fake clock and an in-memory store (no sockets). */
 import { expect, test } from "bun:test";
 import { GpuLock } from "../../src/lock/index.ts";
-import { Steering, type StoredLease } from "../../src/status/steer.ts";
+import type { StoredLease } from "../../src/status/steer.ts";
+import { bareSteering } from "./helpers.ts";
 
 function steering(now: () => number) {
   const kept: (StoredLease | null)[] = [];
   const lines: string[] = [];
   const events: string[] = [];
   const lock = new GpuLock();
-  const s = new Steering({
-    lock,
-    llm: { cutAll: () => 0 },
-    jobs: { active: () => [] },
-    comfy: undefined,
-    ollama: undefined,
-    settings: { maxTtlMs: 60_000, unloadTimeoutMs: 1000, unloadPollIntervalMs: 10, probeTimeoutMs: 100, freeTimeoutMs: 100, pollMs: 10 },
+  const s = bareSteering(lock, undefined, {
     log: { warn: (m) => lines.push(`WARN ${m}`), notice: (m) => lines.push(m) },
     onLease: (e) => events.push(e.event),
     store: { save: (l) => kept.push(l) },

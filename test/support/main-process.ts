@@ -17,14 +17,14 @@ export interface MainProcess {
   kill(signal: NodeJS.Signals): Promise<number | string>;
 }
 
+/** Only what a bare shell has (HOME is `cwd`), so nothing from the test runner's environment configures it. */
+export function mainEnv(cwd: string, env: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AUTO_UPDATE: "false", NO_COLOR: "1", ...env };
+}
+
 /** Starts it and resolves once every listener it was given an upstream for is ready. */
 export async function startMain(cwd: string, env: Record<string, string>): Promise<MainProcess> {
-  const p = Bun.spawn([process.execPath, MAIN], {
-    cwd,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AUTO_UPDATE: "false", NO_COLOR: "1", ...env },
-    stdout: "ignore",
-    stderr: "pipe",
-  });
+  const p = Bun.spawn([process.execPath, MAIN], { cwd, env: mainEnv(cwd, env), stdout: "ignore", stderr: "pipe" });
   const want = ["OLLAMA_URL", "COMFY_URL"].filter((k) => env[k]).length;
   let text = "";
   const reader = p.stderr.getReader();
@@ -54,12 +54,4 @@ export async function startMain(cwd: string, env: Record<string, string>): Promi
       return p.signalCode ?? code;
     },
   };
-}
-
-/** A port nothing listens on right now, to start (and restart) a turnstile on the same address. */
-export function freePort(): number {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
 }

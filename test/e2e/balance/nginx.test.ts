@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { callsTo, newPromptId, promptBody, startStack, submit, until, type Stack } from "../jobs/helpers.ts";
+import { freePort } from "../../support/dead-port.ts";
 
 const NGINX = Bun.which("nginx") ?? ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].find((p) => existsSync(p));
 if (!NGINX) console.warn("nginx is not installed (Debian package nginx): the nginx recipe test is skipped");
@@ -17,19 +18,12 @@ if (!NGINX) console.warn("nginx is not installed (Debian package nginx): the ngi
 let cards: Stack[] = [];
 let nginx: { ollama: string; comfy: string; stop(): Promise<void> } | undefined;
 
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
-
 beforeAll(async () => {
   if (!NGINX) return;
   // nginx sends its upstream's name as Host; a turnstile on the LAN (the default :11434) answers any Host.
   cards = [await startStack({ env: { ALLOWED_HOSTS: "*" } }), await startStack({ env: { ALLOWED_HOSTS: "*" } })];
   const host = (u: string) => new URL(u).host;
-  const [ollama, comfy] = [await freePort(), await freePort()];
+  const [ollama, comfy] = [freePort(), freePort()];
   let cfg = readFileSync(new URL("../../../deploy/nginx.conf", import.meta.url), "utf8");
   for (const [i, c] of cards.entries()) {
     cfg = cfg.replaceAll(`192.168.1.1${i + 1}:11434`, host(c.t.ollamaUrl)).replaceAll(`192.168.1.1${i + 1}:8188`, host(c.t.comfyUrl));

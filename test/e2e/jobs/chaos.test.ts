@@ -22,7 +22,8 @@ import { join } from "node:path";
 import { SimGpu, startComfySim, startOllamaSim, type ComfySim, type OllamaSim } from "../../../src/sim/index.ts";
 import { mulberry32 } from "../../support/prng.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
-import { freePort, type MainProcess, startMain } from "../../support/main-process.ts";
+import { freePort } from "../../support/dead-port.ts";
+import { type MainProcess, startMain } from "../../support/main-process.ts";
 import { jobCounts, newPromptId, promptBody, type Stack, startStack, total, until } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));

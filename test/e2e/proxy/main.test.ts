@@ -9,8 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { rawHttp } from "./helpers.ts";
 import { type ComfySim, type OllamaSim, startComfySim, startOllamaSim } from "../../../src/sim/index.ts";
-
-const MAIN = join(import.meta.dir, "../../../src/main.ts");
+import { MAIN, type MainProcess, mainEnv, startMain as startMainIn } from "../../support/main-process.ts";
 // An empty working directory: no gpu-turnstile.env beside "the executable" can leak in.
 let cwd: string;
 let ollama: OllamaSim;
@@ -27,68 +26,18 @@ afterAll(async () => {
   rmSync(cwd, { recursive: true, force: true });
 });
 
-/** Only what a bare shell has, so nothing from the test runner's environment configures it. */
-function env(extra: Record<string, string>): Record<string, string> {
-  return { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? cwd, AUTO_UPDATE: "false", ...extra };
-}
-
-interface MainProcess {
-  process: ReturnType<typeof Bun.spawn>;
-  /** The URL its `<name> listener ready` line announced. */
-  url(name: string): string;
-  /** Everything it wrote to stderr so far. */
-  stderr(): string;
-  /** SIGTERM, then its exit code and whole stderr. */
-  stop(): Promise<{ code: number; stderr: string }>;
-  /** On a failure path: SIGTERM, and SIGKILL if that did not end it. */
-  kill(): Promise<void>;
-}
-
-/** `bun src/main.ts` with `extra` as its whole configuration; resolves once every listener is ready. */
-async function startMain(extra: Record<string, string>): Promise<MainProcess> {
-  const p = Bun.spawn([process.execPath, MAIN], { cwd, env: env({ ...extra, NO_COLOR: "1" }), stdout: "pipe", stderr: "pipe" });
-  const want = ["OLLAMA_URL", "COMFY_URL"].filter((k) => extra[k]).length;
-  let text = "";
-  const reader = p.stderr.getReader();
-  const dec = new TextDecoder();
-  const ready = () => [...text.matchAll(/(\w+) listener ready url=(http:\/\/\S+)/g)];
-  while (ready().length < want) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`exited before its listeners were ready:\n${text}`);
-    text += dec.decode(value, { stream: true });
-  }
-  const urls = new Map(ready().map((m) => [m[1]!, m[2]!]));
-  const rest = (async () => {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      text += dec.decode(value, { stream: true });
-    }
-  })();
-  const kill = async () => {
-    // SIGTERM first, which the re-exec wrapper passes to the real server (a SIGKILL would orphan it).
-    if (p.exitCode !== null || p.signalCode !== null) return;
-    p.kill("SIGTERM");
-    await Promise.race([p.exited, new Promise((r) => setTimeout(r, 3000))]);
-    p.kill("SIGKILL");
-  };
-  return {
-    process: p,
-    url: (name) => urls.get(name) ?? "",
-    stderr: () => text,
-    async stop() {
-      p.kill("SIGTERM");
-      const code = await p.exited;
-      await rest;
-      return { code, stderr: text };
-    },
-    kill,
-  };
+/** `bun src/main.ts` with `extra` as its whole configuration. */
+const env = (extra: Record<string, string>) => mainEnv(cwd, extra);
+const startMain = (extra: Record<string, string>) => startMainIn(cwd, extra);
+/** SIGTERM: its exit code and whole stderr. */
+async function stop(p: MainProcess): Promise<{ code: number | string; stderr: string }> {
+  const code = await p.kill("SIGTERM");
+  return { code, stderr: p.stderr() };
 }
 
 /** A start expected to fail at once; one that is still running after 3 s is stopped and reported as such. */
 async function runToExit(extra: Record<string, string>): Promise<{ code: number | "still running"; stderr: string; stdout: string }> {
-  const p = Bun.spawn([process.execPath, MAIN], { cwd, env: env({ ...extra, NO_COLOR: "1" }), stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([process.execPath, MAIN], { cwd, env: env(extra), stdout: "pipe", stderr: "pipe" });
   const timer = setTimeout(() => p.kill("SIGKILL"), 3000);
   const [code, stderr, stdout] = await Promise.all([p.exited, new Response(p.stderr).text(), new Response(p.stdout).text()]);
   clearTimeout(timer);
@@ -117,13 +66,13 @@ describe("bun src/main.ts", () => {
       expect(await tags.text()).toBe(await (await fetch(`${ollama.url}/api/tags`)).text());
       expect(await (await fetch(`${url}/healthz`)).json()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
 
-      const { code, stderr } = await p.stop();
+      const { code, stderr } = await stop(p);
       expect(code).toBe(0);
       expect(stderr).toContain("shutting down");
       expect(stderr).toContain("stopped");
       expect(stderr).not.toContain("comfy listener");
     } finally {
-      await p.kill();
+      await p.kill("SIGKILL");
     }
   });
 
@@ -140,7 +89,7 @@ describe("bun src/main.ts", () => {
       statuses.push((await rawHttp(base, "POST /api/%zzat HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")).status);
       statuses.push((await rawHttp(base, "GET /api/tags HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")).status);
       expect(statuses).toEqual([400, 400, 400, 400, 200, 400, 403]);
-      const { code, stderr } = await p.stop();
+      const { code, stderr } = await stop(p);
       expect(code).toBe(0);
       // No stack trace, no TypeError: between "ready" and "shutting down" it said one thing, the
       // refused Host, which an operator may need to allow.
@@ -149,7 +98,7 @@ describe("bun src/main.ts", () => {
         expect.stringMatching(/WARN +ollama listener refused Host "evil.example": .*ALLOWED_HOSTS/),
       ]);
     } finally {
-      await p.kill();
+      await p.kill("SIGKILL");
     }
   });
 
@@ -176,10 +125,10 @@ describe("bun src/main.ts", () => {
         await res.arrayBuffer();
       }
       expect(first.stderr()).toBe(before);
-      const { code: firstCode } = await first.stop();
+      const { code: firstCode } = await stop(first);
       expect(firstCode).toBe(0);
     } finally {
-      await first.kill();
+      await first.kill("SIGKILL");
     }
   });
 });
@@ -212,25 +161,23 @@ describe("one turnstile per card", () => {
       const res = await fetch(`${first.url("ollama")}/healthz`);
       expect(res.status).toBe(200);
       await res.arrayBuffer();
-      expect((await first.stop()).code).toBe(0);
+      expect((await stop(first)).code).toBe(0);
     } finally {
-      await first.kill();
+      await first.kill("SIGKILL");
     }
   });
 
   test("after kill -9, a successor starts at once", async () => {
     const first = await startMain(both());
-    const p = first.process;
-    p.kill("SIGKILL");
-    await p.exited;
+    await first.kill("SIGKILL");
     const successor = await startMain(both());
     try {
       const res = await fetch(`${successor.url("comfy")}/healthz`);
       expect(res.status).toBe(200);
       await res.arrayBuffer();
-      expect((await successor.stop()).code).toBe(0);
+      expect((await stop(successor)).code).toBe(0);
     } finally {
-      await successor.kill();
+      await successor.kill("SIGKILL");
     }
   });
 
@@ -243,13 +190,13 @@ describe("one turnstile per card", () => {
           const tags = await fetch(`${m.url("ollama")}/api/tags`);
           expect(await tags.text()).toBe(await (await fetch(`${sim.url}/api/tags`)).text());
         }
-        expect((await b.stop()).code).toBe(0);
+        expect((await stop(b)).code).toBe(0);
       } finally {
-        await b.kill();
+        await b.kill("SIGKILL");
       }
-      expect((await a.stop()).code).toBe(0);
+      expect((await stop(a)).code).toBe(0);
     } finally {
-      await a.kill();
+      await a.kill("SIGKILL");
     }
   });
 });
