@@ -25,6 +25,8 @@ test("a valid config: every setting with its value and where it came from; secre
   expect(r.out).toMatch(new RegExp(`^  OLLAMA_URL=http://\\*\\*\\*@127\\.0\\.0\\.1:11435 +# ${r.path.replace(/[.]/g, "\\.")}:2$`, "m"));
   expect(r.out).toMatch(/^ {2}LOGLEVEL=info +# environment \(LOG_LEVEL\)$/m);
   expect(r.out).toMatch(/^ {2}JOB_TIMEOUT=15m0s +# default$/m);
+  // STATE_DIR left empty: the folder a start would use (beside the config file), not "".
+  expect(r.out).toMatch(new RegExp(`^  STATE_DIR=${join(dir, "gpu-turnstile-state").replace(/[.]/g, "\\.")} +# default$`, "m"));
   expect(r.out).not.toContain("S3cret");
   expect(r.out).not.toContain("hunter2");
 });
