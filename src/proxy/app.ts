@@ -274,12 +274,17 @@ async function proxyPass(req: Request, url: RequestTarget, clientIp: string | un
     retry: deps.retry,
     // Open WebUI's model list must not hang for UPSTREAM_RETRY_TIMEOUT on an Ollama known to be down.
     knownDown: deps.upstreamDown?.(),
-    cutClient: cutFor(deps, req),
+    // An answer read whole here (held) must fail its read when cut, not wait for a client cut with it.
+    cutClient: held ? undefined : cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
     onBody: pass && ((b) => pass.body(b)),
   });
   if (result.ok) pass?.answered(result.response.status);
-  const res = !result.ok ? unreachable(deps, req, url, result.reason) : held ? await withHeldJobs(result.response, held()) : result.response;
+  const res = !result.ok
+    ? unreachable(deps, req, url, result.reason)
+    : held
+      ? await withHeldJobs(result.response, held()).catch((err: unknown) => unreachable(deps, req, url, err instanceof Error ? err.message : String(err)))
+      : result.response;
   return answered(res, req.signal, deps.observer, info, t0);
 }
 
