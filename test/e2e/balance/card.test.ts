@@ -189,16 +189,16 @@ describe("ComfyUI's queue answer cut off while the turnstile holds a job", () =>
     const job = submit(t, promptBody(newPromptId()));
     await until(() => t.lock.snapshot().imageWaiting === 1, "the job waits behind the lease");
     // Half of ComfyUI's answer, then the connection drops.
-    const cut: DirectUnderlyingSource = {
+    const cut = {
       type: "direct",
-      async pull(c) {
+      async pull(c: { write(s: string): unknown; flush(): unknown; close(err?: Error): void }) {
         c.write('{"queue_running": [], "queue_pending": [');
         await c.flush();
         await Bun.sleep(20);
         c.close(new Error("ComfyUI went away"));
       },
     };
-    const remove = comfy!.override("GET", "/queue", () => new Response(new ReadableStream(cut as UnderlyingSource), { headers: { "content-type": "application/json" } }));
+    const remove = comfy!.override("GET", "/queue", () => new Response(new ReadableStream(cut as unknown as UnderlyingDefaultSource<Uint8Array>), { headers: { "content-type": "application/json" } }));
     const res = await fetch(`${t.comfyUrl}/queue`);
     expect(res.status).toBe(502);
     expect(((await res.json()) as { error: { type: string } }).error.type).toBe("upstream_unreachable");
