@@ -189,9 +189,11 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   if (res.status !== 200 || res.body === null) {
     forwarded(res.status);
     // A 4xx queued nothing: the GPU goes back at once, and the id may be sent again. Any other
-    // answer (a 5xx from ComfyUI or a proxy in front of it) may hide a queued job: ComfyUI is asked.
+    // answer (a 5xx from ComfyUI or a proxy in front of it) may hide a queued job: ComfyUI is asked,
+    // and one that cannot say is followed too (a slow ComfyUI behind a gateway's 504 did queue it);
+    // following an id ComfyUI never had ends in two polls.
     if (res.status < 500 && res.status !== 200) deps.promptIds.forget(sentId);
-    if ((res.status >= 500 || res.status === 200) && (await comfyKnows(deps.comfy, sentId)) === "known") {
+    if ((res.status >= 500 || res.status === 200) && (await comfyKnows(deps.comfy, sentId)) !== "unknown") {
       followAll([sentId]);
       return relayResponse(res);
     }
