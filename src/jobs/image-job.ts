@@ -132,7 +132,9 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
       release("client_gone");
       throw clientSignal.reason;
     }
-    return { release: () => void giveBack() };
+    // Not given back when the attempt fails: a failure after the /prompt went out may hide a queued
+    // job, so the answer decides (below); before a retry, onRetry gives it back for the backoff.
+    return { release: () => {} };
   };
 
   // Once the body is on its way ComfyUI may queue the job whatever the client does, so the
@@ -156,6 +158,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
       acquire,
       onRetry: (n) => {
         sent = undefined;
+        void giveBack();
         emit({ phase: "retrying", jobId, ...n });
       },
     });
@@ -168,7 +171,12 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
 
   if (!result.ok) {
     const outcome = noAnswer(sent!);
-    release(outcome);
+    // The /prompt was out: ComfyUI may have queued it and lost only its answer. One that says so
+    // is followed; so is one that went silent with the request (timeout) and cannot say. A ComfyUI
+    // that refused the connection cannot say either: that one releases at once.
+    const known = await comfyKnows(deps.comfy, sentId);
+    if (known === "known" || (outcome === "timeout" && known === "unchecked")) followAll([sentId]);
+    else release(outcome);
     if (outcome === "timeout") {
       return errorResponse("comfy", {
         status: 504,

@@ -288,6 +288,24 @@ describe("/prompt gets no answer from ComfyUI: the outcome is ComfyUI's, never c
     await expectReleasedOnce(s, "timeout");
   });
 
+  test("ComfyUI queued the job but its answer never came: the client gets the 504, the job is followed, not run beside a chat", async () => {
+    s = await startStack({ env: { JOB_TIMEOUT: "400ms" }, comfy: { jobMs: 300 } });
+    const { t, comfy, gpu } = s;
+    let end!: () => void;
+    const ended = new Promise<void>((r) => (end = r));
+    cleanups.push(end);
+    comfy!.override("POST", "/prompt", async (req) => {
+      await fetch(`${comfy!.url}/api/prompt`, { method: "POST", body: await req.text() });
+      return ended.then(() => json(500, { error: "test over" }));
+    });
+    const id = newPromptId();
+    expect((await submit(t, promptBody(id))).status).toBe(504);
+    expect((await chat(t)).status).toBe(200);
+    await t.settled();
+    expect(gpu.overlaps()).toEqual([]);
+    expect(callsTo(comfy!.calls, `/api/jobs/${id}`).length).toBeGreaterThan(0);
+  });
+
   test("the client left while /prompt was on its way: JOB_TIMEOUT ends it as timeout", async () => {
     s = await startStack({ env: { JOB_TIMEOUT: "300ms" } });
     hangPrompt(s);
