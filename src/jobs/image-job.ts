@@ -164,19 +164,16 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     });
   } catch (err) {
     // A client that left before its prompt went out may send the same id again.
-    if (!sent) deps.promptIds.forget(sentId);
-    release(sent ? noAnswer(sent) : "client_gone");
+    if (!sent) {
+      deps.promptIds.forget(sentId);
+      release("client_gone");
+    } else void unanswered(noAnswer(sent));
     throw err;
   }
 
   if (!result.ok) {
     const outcome = noAnswer(sent!);
-    // The /prompt was out: ComfyUI may have queued it and lost only its answer. One that says so
-    // is followed; so is one that went silent with the request (timeout) and cannot say. A ComfyUI
-    // that refused the connection cannot say either: that one releases at once.
-    const known = await comfyKnows(deps.comfy, sentId);
-    if (known === "known" || (outcome === "timeout" && known === "unchecked")) followAll([sentId]);
-    else release(outcome);
+    await unanswered(outcome);
     if (outcome === "timeout") {
       return errorResponse("comfy", {
         status: 504,
@@ -219,6 +216,17 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     followAll(other ? [sentId, other] : [sentId]);
   });
   return relayResponse(res, captured.body);
+
+  /**
+   * A /prompt that was out and got no answer: ComfyUI may have queued it and lost only its answer.
+   * One that says so is followed; so is one that went silent with the request (timeout) and cannot
+   * say. A ComfyUI that refused the connection cannot say either: that one releases at once.
+   */
+  async function unanswered(outcome: JobOutcome): Promise<void> {
+    const known = await comfyKnows(deps.comfy, sentId);
+    if (known === "known" || (outcome === "timeout" && known === "unchecked")) followAll([sentId]);
+    else void release(outcome);
+  }
 
   function followAll(ids: string[]): void {
     lease?.accepted();

@@ -288,7 +288,10 @@ describe("/prompt gets no answer from ComfyUI: the outcome is ComfyUI's, never c
     await expectReleasedOnce(s, "timeout");
   });
 
-  test("ComfyUI queued the job but its answer never came: the client gets the 504, the job is followed, not run beside a chat", async () => {
+  test.each([
+    ["waits", false],
+    ["left", true],
+  ])("ComfyUI queued the job but its answer never came (the client %s): the job is followed, not run beside a chat", async (_, leaves) => {
     s = await startStack({ env: { JOB_TIMEOUT: "400ms" }, comfy: { jobMs: 300 } });
     const { t, comfy, gpu } = s;
     let end!: () => void;
@@ -299,11 +302,17 @@ describe("/prompt gets no answer from ComfyUI: the outcome is ComfyUI's, never c
       return ended.then(() => json(500, { error: "test over" }));
     });
     const id = newPromptId();
-    expect((await submit(t, promptBody(id))).status).toBe(504);
+    const ac = new AbortController();
+    const res = submit(t, promptBody(id), { signal: ac.signal }).then((r) => r.status, () => "left");
+    if (leaves) {
+      await until(() => comfy!.jobs().some((j) => j.id === id), "the job queued in ComfyUI");
+      ac.abort();
+    }
+    expect(await res).toBe(leaves ? "left" : 504);
+    await until(() => callsTo(comfy!.calls, `/api/jobs/${id}`).length > 0, "ComfyUI asked about the job");
     expect((await chat(t)).status).toBe(200);
     await t.settled();
     expect(gpu.overlaps()).toEqual([]);
-    expect(callsTo(comfy!.calls, `/api/jobs/${id}`).length).toBeGreaterThan(0);
   });
 
   test("the client left while /prompt was on its way: JOB_TIMEOUT ends it as timeout", async () => {
