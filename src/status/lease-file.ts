@@ -4,7 +4,7 @@
  * update. One file per pair of upstreams guarded, under STATE_DIR, mode 0600, replaced whole
  * (written beside, then renamed) so a crash mid-write leaves the old lease or the new, never half.
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { redactUrl } from "../config/redact.ts";
 import type { StoredLease } from "./steer.ts";
@@ -71,6 +71,14 @@ export class LeaseFile {
   load(): StoredLease | null {
     let text: string;
     try {
+      // Only a plain file of this user's: a link, or a file someone else put in a STATE_DIR others
+      // may write, would let them hold the card (or have another file read and quoted in the log).
+      const st = lstatSync(this.path);
+      const uid = process.getuid?.();
+      if (!st.isFile() || (uid !== undefined && st.uid !== uid)) {
+        this.#warn("the kept GPU lease file is not a plain file of this user's; ignored", new Error(st.isFile() ? `owned by uid ${st.uid}` : "not a plain file"));
+        return null;
+      }
       text = readFileSync(this.path, "utf8");
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") this.#warn("could not read the kept GPU lease", err);

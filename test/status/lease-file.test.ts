@@ -82,3 +82,13 @@ test("a link planted at the temporary file's name (a STATE_DIR others may write)
   expect(lstatSync(f.path).isSymbolicLink()).toBe(false);
   rmSync(join(victim, ".."), { recursive: true, force: true });
 });
+
+test("a link at the lease file's name is not read: a lease planted elsewhere, or any file the turnstile may read, is not taken", () => {
+  const f = file(dir);
+  const elsewhere = join(mkdtempSync(join(tmpdir(), "lease-planted-")), "lease.json");
+  writeFileSync(elsewhere, JSON.stringify({ lease: LEASE }));
+  symlinkSync(elsewhere, f.path);
+  expect(f.load()).toBeNull();
+  expect(warnings.join("\n")).toContain("not a plain file");
+  rmSync(join(elsewhere, ".."), { recursive: true, force: true });
+});
