@@ -2,7 +2,7 @@
  * The default command: load the configuration, start the turnstile, and run until SIGINT/SIGTERM.
  */
 import { appendFileSync, mkdirSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { homedir, hostname, networkInterfaces, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import { currentPlatform } from "../config/settings.ts";
@@ -169,6 +169,7 @@ async function claimOrExit(opts: ServeOptions, l: Loaded): Promise<CardClaim> {
       tmpdir: tmpdir(),
       pid: process.pid,
       listening: [config.ollamaUrl && config.listenOllama, config.comfyUrl && config.listenComfy].filter((x) => x !== ""),
+      machine: { name: hostname(), addresses: Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address)) },
     });
     if (r.ok) return r.claim;
     problem = r.message;

@@ -132,7 +132,9 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
       release("client_gone");
       throw clientSignal.reason;
     }
-    return { release: () => void giveBack() };
+    // Not given back when the attempt fails: a failure after the /prompt went out may hide a queued
+    // job, so the answer decides (below); before a retry, onRetry gives it back for the backoff.
+    return { release: () => {} };
   };
 
   // Once the body is on its way ComfyUI may queue the job whatever the client does, so the
@@ -156,19 +158,22 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
       acquire,
       onRetry: (n) => {
         sent = undefined;
+        void giveBack();
         emit({ phase: "retrying", jobId, ...n });
       },
     });
   } catch (err) {
     // A client that left before its prompt went out may send the same id again.
-    if (!sent) deps.promptIds.forget(sentId);
-    release(sent ? noAnswer(sent) : "client_gone");
+    if (!sent) {
+      deps.promptIds.forget(sentId);
+      release("client_gone");
+    } else void unanswered(noAnswer(sent));
     throw err;
   }
 
   if (!result.ok) {
     const outcome = noAnswer(sent!);
-    release(outcome);
+    await unanswered(outcome);
     if (outcome === "timeout") {
       return errorResponse("comfy", {
         status: 504,
@@ -189,9 +194,11 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   if (res.status !== 200 || res.body === null) {
     forwarded(res.status);
     // A 4xx queued nothing: the GPU goes back at once, and the id may be sent again. Any other
-    // answer (a 5xx from ComfyUI or a proxy in front of it) may hide a queued job: ComfyUI is asked.
+    // answer (a 5xx from ComfyUI or a proxy in front of it) may hide a queued job: ComfyUI is asked,
+    // and one that cannot say is followed too (a slow ComfyUI behind a gateway's 504 did queue it);
+    // following an id ComfyUI never had ends in two polls.
     if (res.status < 500 && res.status !== 200) deps.promptIds.forget(sentId);
-    if ((res.status >= 500 || res.status === 200) && (await comfyKnows(deps.comfy, sentId)) === "known") {
+    if ((res.status >= 500 || res.status === 200) && (await comfyKnows(deps.comfy, sentId)) !== "unknown") {
       followAll([sentId]);
       return relayResponse(res);
     }
@@ -209,6 +216,17 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     followAll(other ? [sentId, other] : [sentId]);
   });
   return relayResponse(res, captured.body);
+
+  /**
+   * A /prompt that was out and got no answer: ComfyUI may have queued it and lost only its answer.
+   * One that says so is followed; so is one that went silent with the request (timeout) and cannot
+   * say. A ComfyUI that refused the connection cannot say either: that one releases at once.
+   */
+  async function unanswered(outcome: JobOutcome): Promise<void> {
+    const known = await comfyKnows(deps.comfy, sentId);
+    if (known === "known" || (outcome === "timeout" && known === "unchecked")) followAll([sentId]);
+    else void release(outcome);
+  }
 
   function followAll(ids: string[]): void {
     lease?.accepted();

@@ -279,14 +279,21 @@ function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefine
     retry: deps.retry,
     // Open WebUI's model list must not hang for UPSTREAM_RETRY_TIMEOUT on an Ollama known to be down.
     knownDown: deps.upstreamDown?.(),
-    cutClient: cutFor(deps, req),
+    // An answer read whole here (held) must fail its read when cut, not wait for a client cut with it.
+    cutClient: held ? undefined : cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
     onBody: pass && ((b) => pass.body(b)),
   }).then((result) => {
     if (!result.ok) return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
     pass?.answered(result.response.status);
     // No async frame for the common pass-through (forward.ts says what one costs).
-    if (held) return withHeldJobs(result.response, held()).then((res) => answered(res, req.signal, deps.observer, info, t0));
+    if (held) {
+      // A queue answer ComfyUI cut off: a 502 in its shape, not a request that never ends.
+      return withHeldJobs(result.response, held()).then(
+        (res) => answered(res, req.signal, deps.observer, info, t0),
+        (err: unknown) => answered(unreachable(deps, req, url, err instanceof Error ? err.message : String(err)), req.signal, deps.observer, info, t0),
+      );
+    }
     return answered(result.response, req.signal, deps.observer, info, t0);
   });
 }

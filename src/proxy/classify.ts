@@ -24,6 +24,9 @@ const LLM_PATHS: ReadonlySet<string> = new Set([
   "/v1/responses",
   "/v1/messages",
   "/v1/audio/transcriptions",
+  // Image generation, Ollama v0.14.3 to v0.32.5 on macOS (api-facts S1); a 404 on the others.
+  "/v1/images/generations",
+  "/v1/images/edits",
 ]);
 
 /** POST routes of ComfyUI that enqueue a job. ComfyUI serves every route under `/api` too. */

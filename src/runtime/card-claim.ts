@@ -37,7 +37,32 @@ export interface Holder {
 }
 
 /** Loopback names that reach the same server: an upstream is one upstream under any of them. */
-const LOOPBACK = new Set(["localhost", "127.0.0.1", "[::1]"]);
+const LOOPBACK = new Set(["localhost", "[::1]", "0.0.0.0", "[::]"]);
+
+/** This machine as an upstream URL may name it besides loopback: its host name and its addresses. */
+export interface MachineNames {
+  name: string;
+  addresses: string[];
+}
+
+/**
+ * The host as the claim compares it: this machine, under any spelling that reaches it, is
+ * `localhost`. An operator's second copy pointed at `http://gpu-box:11434` or the LAN address
+ * guards the same Ollama as the service's `http://127.0.0.1:11434`; an over-wide match only
+ * refuses a start, a missed one splits the lock.
+ */
+function claimHost(hostname: string, machine: MachineNames | undefined): string {
+  // WHATWG URL already reads 127.1 and 127.0.0.1. as 127.0.0.1 and writes ::ffff:127.0.0.1 as ::ffff:7f00:1.
+  const host = hostname.replace(/\.$/, "");
+  if (LOOPBACK.has(host) || /^127\./.test(host) || /^\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\]$/.test(host)) return "localhost";
+  if (!machine) return host;
+  if (host === machine.name.toLowerCase().replace(/\.$/, "")) return "localhost";
+  const own = machine.addresses.some((a) => {
+    const bare = a.replace(/%.*$/, "").toLowerCase();
+    return host === bare || host === `[${bare}]`;
+  });
+  return own ? "localhost" : host;
+}
 
 /**
  * An upstream URL as the operator would recognize it, in one spelling: scheme and host in lower
@@ -50,9 +75,9 @@ export function normalizeUpstream(url: string): string {
 }
 
 /** What a claim is keyed by: the normalized URL with every loopback name made one. */
-export function upstreamKey(url: string): string {
+export function upstreamKey(url: string, machine?: MachineNames): string {
   const u = new URL(normalizeUpstream(url));
-  const host = LOOPBACK.has(u.hostname) ? "localhost" : u.hostname;
+  const host = claimHost(u.hostname, machine);
   return `${u.protocol}//${host}:${u.port}${u.pathname === "/" ? "" : u.pathname}`;
 }
 
@@ -110,6 +135,8 @@ export interface ClaimOptions {
   pid: number;
   /** What to answer before the listeners are bound (their LISTEN_* values). */
   listening: string[];
+  /** This machine's name and addresses: an upstream named by them is a local one (upstreamKey). */
+  machine?: MachineNames;
 }
 
 export interface CardClaim {
@@ -126,7 +153,10 @@ export type ClaimResult = { ok: true; claim: CardClaim } | { ok: false; message:
  */
 export async function claimCard(opts: ClaimOptions): Promise<ClaimResult> {
   const byKey = new Map<string, string>();
-  for (const u of opts.upstreams) if (!byKey.has(upstreamKey(u))) byKey.set(upstreamKey(u), normalizeUpstream(u));
+  for (const u of opts.upstreams) {
+    const key = upstreamKey(u, opts.machine);
+    if (!byKey.has(key)) byKey.set(key, normalizeUpstream(u));
+  }
   const claim: CardClaim & { held: HeldAddress[] } = {
     listening: opts.listening,
     held: [],

@@ -8,6 +8,7 @@
  * bounded per-client queue, and a client whose queue passes the bound is dropped and closed.
  */
 import type { StatusEvent, StatusModel } from "./model.ts";
+import type { LeaseEvent, LeaseView } from "./steer.ts";
 
 export interface EventHubOptions {
   model: StatusModel;
@@ -144,14 +145,15 @@ export class EventHub {
 
   #broadcast(e: StatusEvent): void {
     const text = sse(e.type, JSON.stringify(e.data));
-    this.#send(text);
+    this.#send(text, e.type === "lease" ? sse(e.type, JSON.stringify(leaseWithoutAddresses(e.data))) : text);
     // A state change moves holders too: tell readers now, not at the next tick.
     if (e.type === "state") this.#sendHolders();
   }
 
-  #send(chunk: string): void {
+  /** `open`: the chunk for readers who may not see client addresses. */
+  #send(chunk: string, open = chunk): void {
     for (const c of this.#clients) {
-      c.push(chunk);
+      c.push(c.withClients ? chunk : open);
       if (c.queued > this.#maxQueued) {
         this.#onDrop(c.queued);
         this.#remove(c);
@@ -178,6 +180,14 @@ export class EventHub {
       }
     }
   }
+}
+
+/** A lease event without who took or revoked the lease (client addresses, shown only to those who may steer). */
+function leaseWithoutAddresses(e: LeaseEvent): LeaseEvent {
+  const { by: _taker, ...lease } = e.lease;
+  if (e.event !== "end") return { ...e, lease: lease as LeaseView };
+  const { by: _revoker, ...rest } = e;
+  return { ...rest, lease: lease as LeaseView };
 }
 
 function sse(event: string, data: string): string {

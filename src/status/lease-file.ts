@@ -4,7 +4,7 @@
  * update. One file per pair of upstreams guarded, under STATE_DIR, mode 0600, replaced whole
  * (written beside, then renamed) so a crash mid-write leaves the old lease or the new, never half.
  */
-import { chmodSync, mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { redactUrl } from "../config/redact.ts";
 import type { StoredLease } from "./steer.ts";
@@ -71,6 +71,14 @@ export class LeaseFile {
   load(): StoredLease | null {
     let text: string;
     try {
+      // Only a plain file of this user's: a link, or a file someone else put in a STATE_DIR others
+      // may write, would let them hold the card (or have another file read and quoted in the log).
+      const st = lstatSync(this.path);
+      const uid = process.getuid?.();
+      if (!st.isFile() || (uid !== undefined && st.uid !== uid)) {
+        this.#warn("the kept GPU lease file is not a plain file of this user's; ignored", new Error(st.isFile() ? `owned by uid ${st.uid}` : "not a plain file"));
+        return null;
+      }
       text = readFileSync(this.path, "utf8");
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") this.#warn("could not read the kept GPU lease", err);
@@ -90,9 +98,10 @@ export class LeaseFile {
       if (lease === null) return void unlinkSync(this.path);
       mkdirSync(this.dir, { recursive: true, mode: 0o700 });
       const tmp = `${this.path}.${process.pid}.tmp`;
-      writeFileSync(tmp, renderLeaseFile(lease, this.guarded), { mode: 0o600 });
-      // mode applies only to a file writeFileSync creates: a leftover tmp keeps its own.
-      chmodSync(tmp, 0o600);
+      // A leftover (or a link planted in a folder others may write) goes; the file is then made
+      // new and exclusively (O_EXCL follows no link), so mode 0600 is its own and nothing else is written.
+      rmSync(tmp, { force: true });
+      writeFileSync(tmp, renderLeaseFile(lease, this.guarded), { mode: 0o600, flag: "wx" });
       renameSync(tmp, this.path);
     } catch (err) {
       if (lease === null && (err as NodeJS.ErrnoException).code === "ENOENT") return;

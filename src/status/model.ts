@@ -163,7 +163,7 @@ export interface StatusDoc {
     jobs_omitted: number;
   };
   /** The GPU lease held by an outside program, if any. */
-  lease: { id: string; holder: string; since: number; age_ms: number; expires_at: string; expires_in_ms: number } | null;
+  lease: { id: string; holder: string; since: number; age_ms: number; expires_at: string; expires_in_ms: number; client?: string } | null;
   upstreams: Partial<Record<UpstreamName, UpstreamView>>;
   recent: RecentImageJob[];
   /** The GPU's states over the last hour, oldest first; the last span is the current one. */
@@ -441,7 +441,7 @@ export class StatusModel {
       waiting_omitted,
       llm,
       image,
-      lease: this.#leaseView(now),
+      lease: this.#leaseView(now, withClients),
       upstreams,
       recent: this.#recent.map((r) => (withClients ? { ...r } : withoutClient(r))),
       history: this.#spans.map((s) => ({ ...s })),
@@ -530,10 +530,12 @@ export class StatusModel {
     if (this.#listeners.size > 0) this.#emit({ type: "lease", data: e });
   }
 
-  #leaseView(now: number): StatusDoc["lease"] {
+  #leaseView(now: number, withClients: boolean): StatusDoc["lease"] {
     const l = this.#lease;
     if (!l) return null;
-    return { id: l.id, holder: l.holder, since: l.since, age_ms: now - l.since, expires_at: new Date(l.expires_at).toISOString(), expires_in_ms: Math.max(0, l.expires_at - now) };
+    const view: NonNullable<StatusDoc["lease"]> = { id: l.id, holder: l.holder, since: l.since, age_ms: now - l.since, expires_at: new Date(l.expires_at).toISOString(), expires_in_ms: Math.max(0, l.expires_at - now) };
+    if (withClients) view.client = l.by;
+    return view;
   }
 
   #pruneSpans(now: number): void {

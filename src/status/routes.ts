@@ -89,7 +89,8 @@ async function steer(s: Steering, req: Request, path: string, by: string): Promi
   if (path === "/turnstile/lease") {
     if (req.method !== "POST") return notAllowed(req, path, "POST");
     const body = await leaseBody(req);
-    const lease = await s.take(body.holder ?? `client ${by}`, body.ttlMs, by, req.signal);
+    // Not the asker's address: the holder is shown to every reader (the address only to those who may steer).
+    const lease = await s.take(body.holder ?? "unnamed", body.ttlMs, by, req.signal);
     // The asker hung up as the lease came: nobody would give it back before its TTL.
     if (req.signal.aborted) {
       s.giveBack(lease.id);

@@ -33,6 +33,17 @@ describe("the upstream's one spelling", () => {
     }
   });
 
+  test("this machine under any other spelling is the same upstream: a trailing dot, another loopback address, 0.0.0.0, its own name or LAN address", () => {
+    const machine = { name: "GPU-Box", addresses: ["127.0.0.1", "192.168.1.5", "fe80::1%eth0", "fd00::5"] };
+    const k = upstreamKey("http://localhost:11434", machine);
+    for (const same of ["http://localhost.:11434", "http://127.0.0.1.:11434", "http://127.0.0.2:11434", "http://[::ffff:127.0.0.1]:11434", "http://0.0.0.0:11434", "http://[::]:11434", "http://gpu-box:11434", "http://GPU-Box.:11434", "http://192.168.1.5:11434", "http://[fd00::5]:11434"]) {
+      expect(`${same} ${upstreamKey(same, machine)}`).toBe(`${same} ${k}`);
+    }
+    for (const other of ["http://192.168.1.6:11434", "http://gpu-box.example:11434", "http://localhost:11435"]) {
+      expect(upstreamKey(other, machine)).not.toBe(k);
+    }
+  });
+
   test("the address is the same for every start, and fits each system's limit", () => {
     const key = upstreamKey("http://127.0.0.1:8188");
     const linux = claimAddress(key, "linux", "/tmp");

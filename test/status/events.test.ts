@@ -10,14 +10,14 @@ afterEach(() => {
   server = undefined;
 });
 
-function serveHub(maxQueuedBytes: number) {
+function serveHub(maxQueuedBytes: number, trusted = true) {
   const lock = new GpuLock();
   const model = new StatusModel({ version: "v1", lock, upstreams: [] });
   lock.onEvent((e) => model.onLock(e));
   const drops: number[] = [];
   const hub = new EventHub({ model, maxQueuedBytes, onDrop: (b) => drops.push(b) });
-  server = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: (req) => hub.connect(true, req.signal) });
-  return { lock, hub, drops, url: `http://127.0.0.1:${server.port}/` };
+  server = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: (req) => hub.connect(trusted, req.signal) });
+  return { lock, model, hub, drops, url: `http://127.0.0.1:${server.port}/` };
 }
 
 /** One LLM request in and out: two transitions, two `state` events. */
@@ -70,3 +70,19 @@ test("a reader that stops reading is dropped and closed; the lock never waits fo
   sock.resume();
   await until(() => ended, "the dropped reader's connection closed");
 }, 20_000);
+
+test("a reader who may not see client addresses gets lease events without them (who took it, who revoked it)", async () => {
+  const { model, hub, url } = serveHub(64 * 1024, false);
+  const res = await fetch(url);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  await until(() => hub.size === 1, "connected");
+  const lease = { id: "0b5e", holder: "train", by: "10.0.0.7", since: 1, expires_at: 2 };
+  model.onLease({ event: "grant", lease });
+  model.onLease({ event: "end", lease, reason: "revoked", by: "10.0.0.8" });
+  let text = "";
+  while ((text.match(/^event: lease$/gm)?.length ?? 0) < 2) text += (await reader.read()).value;
+  expect(text).toContain('"holder":"train"');
+  expect(text).toContain('"reason":"revoked"');
+  expect(text).not.toContain("10.0.0.");
+  await reader.cancel();
+});

@@ -1,6 +1,6 @@
 /** The GPU lease kept on disk across a restart (status/lease-file.ts). */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LeaseFile, leaseFileName, parseLeaseFile } from "../../src/status/lease-file.ts";
@@ -68,4 +68,27 @@ test("parseLeaseFile refuses what is not a lease", () => {
   expect(() => parseLeaseFile("{}")).toThrow();
   expect(() => parseLeaseFile('{"lease":{"id":"x"}}')).toThrow();
   expect(() => parseLeaseFile('{"lease":{"id":"x","holder":"h","by":"b","since":1,"expires_at":-1,"ttl_ms":1}}')).toThrow();
+});
+
+test("a link planted at the temporary file's name (a STATE_DIR others may write) is not followed: its target is neither written nor chmod'ed", () => {
+  const f = file(dir);
+  const victim = join(mkdtempSync(join(tmpdir(), "lease-victim-")), "victim");
+  writeFileSync(victim, "precious\n", { mode: 0o644 });
+  symlinkSync(victim, `${f.path}.${process.pid}.tmp`);
+  f.save(LEASE);
+  expect(readFileSync(victim, "utf8")).toBe("precious\n");
+  expect(statSync(victim).mode & 0o777).toBe(0o644);
+  expect(f.load()).toEqual(LEASE);
+  expect(lstatSync(f.path).isSymbolicLink()).toBe(false);
+  rmSync(join(victim, ".."), { recursive: true, force: true });
+});
+
+test("a link at the lease file's name is not read: a lease planted elsewhere, or any file the turnstile may read, is not taken", () => {
+  const f = file(dir);
+  const elsewhere = join(mkdtempSync(join(tmpdir(), "lease-planted-")), "lease.json");
+  writeFileSync(elsewhere, JSON.stringify({ lease: LEASE }));
+  symlinkSync(elsewhere, f.path);
+  expect(f.load()).toBeNull();
+  expect(warnings.join("\n")).toContain("not a plain file");
+  rmSync(join(elsewhere, ".."), { recursive: true, force: true });
 });

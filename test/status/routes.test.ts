@@ -55,3 +55,14 @@ test("steering: a non-loopback client without the token gets 403 JSON, 127.x and
   steering.stop();
   expect(lock.state).toBe("idle");
 });
+
+test("a lease taken without a holder name does not show its taker's address to readers who may not see addresses", async () => {
+  const lock = new GpuLock();
+  const model = new StatusModel({ version: "v1", lock, upstreams: [] });
+  const steering = bareSteering(lock, model);
+  const r = statusRoutes({ model, hub: new EventHub({ model }), adminToken: TOKEN, steering });
+  const lease = await r(new Request("http://t/turnstile/lease", { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } }), "10.0.0.9");
+  expect(lease.status).toBe(200);
+  expect(JSON.stringify(await (await r(get(), "192.168.1.5")).json())).not.toContain("10.0.0.9");
+  steering.stop();
+});

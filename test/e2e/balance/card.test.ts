@@ -180,6 +180,36 @@ describe("what the turnstile holds shows in ComfyUI's own queue counters", () =>
   });
 });
 
+describe("ComfyUI's queue answer cut off while the turnstile holds a job", () => {
+  test("the client gets a 502 in ComfyUI's shape and the request is logged, not left hanging", async () => {
+    stack = await startStack({ env: { LOGLEVEL: "info" } });
+    const { t, comfy } = stack;
+    const lease = await postJson(`${t.comfyUrl}/turnstile/lease`, { holder: "test", ttl: "1m" });
+    const { id } = (await lease.json()) as { id: string };
+    const job = submit(t, promptBody(newPromptId()));
+    await until(() => t.lock.snapshot().imageWaiting === 1, "the job waits behind the lease");
+    // Half of ComfyUI's answer, then the connection drops.
+    const cut = {
+      type: "direct",
+      async pull(c: { write(s: string): unknown; flush(): unknown; close(err?: Error): void }) {
+        c.write('{"queue_running": [], "queue_pending": [');
+        await c.flush();
+        await Bun.sleep(20);
+        c.close(new Error("ComfyUI went away"));
+      },
+    };
+    const remove = comfy!.override("GET", "/queue", () => new Response(new ReadableStream(cut as unknown as UnderlyingDefaultSource<Uint8Array>), { headers: { "content-type": "application/json" } }));
+    const res = await fetch(`${t.comfyUrl}/queue`);
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: { type: string } }).error.type).toBe("upstream_unreachable");
+    await until(() => t.logLines.some((l) => l.includes("<-- 502 GET /queue")), "the request logged");
+    remove();
+    expect((await fetch(`${t.comfyUrl}/turnstile/lease/${id}`, { method: "DELETE" })).status).toBe(200);
+    expect((await job).status).toBe(200);
+    await t.settled();
+  });
+});
+
 describe("CARD_NAME and AGENT_LISTEN", () => {
   test("the card is named in /turnstile/status, on every metric and in the page's title", async () => {
     stack = await startStack({ env: { CARD_NAME: "gpu-b" } });

@@ -200,6 +200,27 @@ describe("ComfyUI's answer to /prompt", () => {
     await expectReleasedOnce(s, "rejected");
   });
 
+  test("a 5xx from a proxy in front of a ComfyUI that queued the job, and ComfyUI unreadable just then: the card is held, not handed on", async () => {
+    s = await startStack({ comfy: { jobMs: 600 } });
+    const { t, comfy, gpu } = s;
+    const id = newPromptId();
+    // The job reaches ComfyUI, but the answer on the way back is a gateway's 504 (a slow ComfyUI).
+    comfy!.override("POST", "/prompt", async (req) => {
+      await fetch(`${comfy!.url}/api/prompt`, { method: "POST", body: await req.text() });
+      return new Response("504 Gateway Time-out", { status: 504 });
+    });
+    const down = () => new Response("502 Bad Gateway", { status: 502 });
+    const removers = [`/api/jobs/${id}`, "/queue", `/history/${id}`].map((path) => comfy!.override("GET", path, down));
+    expect((await submit(t, promptBody(id))).status).toBe(504);
+    const reply = chat(t);
+    await until(() => comfy!.calls.some((c) => c.path === `/api/jobs/${id}`), "the turnstile asking ComfyUI about the job");
+    // ComfyUI answers again while the job runs.
+    for (const r of removers) r();
+    expect((await reply).status).toBe(200);
+    await t.settled();
+    expect(gpu.overlaps()).toEqual([]);
+  });
+
   test("400: passed back, released at once", async () => {
     s = await startStack();
     const res = await submit(s.t, promptBody(newPromptId(), {}, (p) => delete p["9"]));
@@ -265,6 +286,33 @@ describe("/prompt gets no answer from ComfyUI: the outcome is ComfyUI's, never c
     expect(body.error.message).toContain("JOB_TIMEOUT");
     expect(body.node_errors).toEqual({});
     await expectReleasedOnce(s, "timeout");
+  });
+
+  test.each([
+    ["waits", false],
+    ["left", true],
+  ])("ComfyUI queued the job but its answer never came (the client %s): the job is followed, not run beside a chat", async (_, leaves) => {
+    s = await startStack({ env: { JOB_TIMEOUT: "400ms" }, comfy: { jobMs: 300 } });
+    const { t, comfy, gpu } = s;
+    let end!: () => void;
+    const ended = new Promise<void>((r) => (end = r));
+    cleanups.push(end);
+    comfy!.override("POST", "/prompt", async (req) => {
+      await fetch(`${comfy!.url}/api/prompt`, { method: "POST", body: await req.text() });
+      return ended.then(() => json(500, { error: "test over" }));
+    });
+    const id = newPromptId();
+    const ac = new AbortController();
+    const res = submit(t, promptBody(id), { signal: ac.signal }).then((r) => r.status, () => "left");
+    if (leaves) {
+      await until(() => comfy!.jobs().some((j) => j.id === id), "the job queued in ComfyUI");
+      ac.abort();
+    }
+    expect(await res).toBe(leaves ? "left" : 504);
+    await until(() => callsTo(comfy!.calls, `/api/jobs/${id}`).length > 0, "ComfyUI asked about the job");
+    expect((await chat(t)).status).toBe(200);
+    await t.settled();
+    expect(gpu.overlaps()).toEqual([]);
   });
 
   test("the client left while /prompt was on its way: JOB_TIMEOUT ends it as timeout", async () => {

@@ -12,6 +12,9 @@ const LLM = [
   "/v1/responses",
   "/v1/messages",
   "/v1/audio/transcriptions",
+  // Ollama v0.14.3 to v0.32.5 on macOS (api-facts S1): an image model on the GPU ComfyUI shares.
+  "/v1/images/generations",
+  "/v1/images/edits",
 ];
 const IMAGE = ["/prompt", "/api/prompt"];
 
