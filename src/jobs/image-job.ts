@@ -82,7 +82,6 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
   const clientSignal = req.signal;
   let lease: SessionTicket | undefined;
-  let promptId: string | undefined = sentId;
   let acquiredAt = 0;
   let heldMs = 0;
   let everHeld = false;
@@ -96,12 +95,12 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     if (!lease) return left;
     const l = lease;
     lease = undefined;
-    left = l.leave(() => freeComfy(jobId, promptId, deps)).then((ended) => {
+    left = l.leave(() => freeComfy(jobId, sentId, deps)).then((ended) => {
       heldMs = performance.now() - acquiredAt;
       return ended;
     });
     // A last job out may free ComfyUI first: that is work the turnstile still owes.
-    void deps.tracker.run({ jobId, promptId, since: Date.now() }, () => left.then(() => {}));
+    void deps.tracker.run({ jobId, promptId: sentId, since: Date.now() }, () => left.then(() => {}));
     return left;
   };
   // The job's end: reported once per job, not once per attempt — a job that found ComfyUI down
@@ -115,7 +114,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     }
     if (!everHeld || reported) return gpuReleased;
     reported = true;
-    emit({ phase: "released", jobId, promptId, outcome, heldMs, gpuReleased });
+    emit({ phase: "released", jobId, promptId: sentId, outcome, heldMs, gpuReleased });
     return gpuReleased;
   };
 
