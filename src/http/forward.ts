@@ -78,8 +78,8 @@ export interface ForwardOptions {
    * fires, and when that was before the answer started, forward() rejects with IdleTimeoutError.
    */
   watch?: IdleWatch;
-  /** One more header field for the upstream (lower-case name), e.g. app.ts's NESTED_MARK. */
-  mark?: readonly [string, string];
+  /** One more header field for the upstream (lower-case name), e.g. app.ts's NESTED_MARK; asked per attempt, after `acquire`. */
+  mark?: () => readonly [string, string] | undefined;
 }
 
 export type ForwardResult =
@@ -145,9 +145,10 @@ function requestHead(req: Request, opts: ForwardOptions, pool: Pool | undefined)
   const incoming = opts.url ?? new URL(req.url);
   const forwarded = { clientIp: opts.clientIp, proto: "http" };
   const headers = pool ? upstreamRequestHead(req.headers, opts.upstream, forwarded) : upstreamRequestHeaders(req.headers, opts.upstream, forwarded);
-  if (opts.mark) {
-    if ("lines" in headers) headers.lines += `${opts.mark[0]}: ${opts.mark[1]}\r\n`;
-    else headers.set(opts.mark[0], opts.mark[1]);
+  const mark = opts.mark?.();
+  if (mark) {
+    if ("lines" in headers) headers.lines += `${mark[0]}: ${mark[1]}\r\n`;
+    else headers.set(mark[0], mark[1]);
   }
   return { headers, target: pathPrefix(opts.upstream) + incoming.pathname + incoming.search };
 }
@@ -173,10 +174,12 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
   const pool = pooledUpstream(opts.upstream);
-  const { headers, target } = requestHead(req, opts, pool);
+  const fixedHead = opts.mark ? undefined : requestHead(req, opts, pool);
 
   for (let attempt = 1; ; attempt++) {
     const hold = opts.acquire ? await opts.acquire() : undefined;
+    // A mark depends on the attempt's hold (app.ts's nested requests): that head is made per attempt.
+    const { headers, target } = fixedHead ?? requestHead(req, opts, pool);
     let res: Response;
     try {
       if (attempt === 1 && first) {

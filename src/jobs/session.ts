@@ -42,6 +42,8 @@ interface Session {
 
 interface NestedEntry {
   cut?: (err: Error) => void;
+  /** Set when the session's end let go of it (cut, or never sent by then). */
+  over?: boolean;
   readonly done: Promise<void>;
 }
 
@@ -56,6 +58,11 @@ export interface NestedDrain {
 /** A nested request's place in a session: `release` when it ends; `onCut` names how to end it early. */
 export interface NestedTicket {
   release(): void;
+  /**
+   * False once the session's end has let go of this request: one whose body was still arriving
+   * then must not be sent as part of a job that is over (the card may be another job's by now).
+   */
+  live(): boolean;
   onCut(cut: (err: Error) => void): void;
 }
 
@@ -119,6 +126,7 @@ export class ImageSessions {
           s.nested.delete(entry);
           release();
         },
+        live: () => !entry.over,
         onCut: (cut) => void (entry.cut = cut),
       };
     }
@@ -192,7 +200,10 @@ export class SessionTicket {
     if (nested.size === 0) return;
     const left = [...nested];
     this.drain.onCut(left.length);
-    for (const e of left) e.cut?.(new Error("gpu-turnstile: the image job that made this nested request has ended"));
+    for (const e of left) {
+      e.over = true;
+      e.cut?.(new Error("gpu-turnstile: the image job that made this nested request has ended"));
+    }
     nested.clear();
   }
 }

@@ -73,6 +73,8 @@ export interface LlmTracker<T = unknown> {
 /** A nested request's place in the running image session; the session's end waits for its release. */
 export interface NestedSlot {
   release(): void;
+  /** False once the session's end let go of it: the request then goes through the lock. */
+  live(): boolean;
   /** Called when the session's end stopped waiting for it: the request is cut. */
   onCut(cut: (err: Error) => void): void;
 }
@@ -349,8 +351,14 @@ async function proxyLLM(
       info.nested = undefined;
       return NO_HOLD;
     }
-    const slot = nested ?? deps.nested?.();
+    let slot = nested ?? deps.nested?.();
     nested = undefined;
+    // Taken when the request arrived; its job may have ended while the body was still coming.
+    if (slot && !slot.live()) {
+      slot.release();
+      slot = undefined;
+    }
+    info.nested = slot ? true : undefined;
     if (slot && watch) slot.onCut((err) => watch.cut(err));
     const hold = slot ?? (await admitSlot());
     return watch ? watch.arm(hold) : hold;
@@ -392,7 +400,8 @@ async function proxyLLM(
       clientIp,
       retry: deps.retry,
       acquire,
-      mark: info.nested ? NESTED_MARK : undefined,
+      // Per attempt, once its hold is taken: only one made under the job's slot is part of the job.
+      mark: deps.nested && (() => (info.nested ? NESTED_MARK : undefined)),
       cutClient: cutFor(deps, req),
       watchBody:
         scan &&

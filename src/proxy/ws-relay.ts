@@ -4,14 +4,31 @@
  * an accepted socket that closes at once, and the subprotocol the upstream chose is the one the
  * client gets. Frames pass both ways unchanged (text stays text, binary stays binary). A websocket
  * never takes the GPU lock: it only carries progress messages about work the lock already covers.
+ *
+ * Flow control: when one side does not read, the other side's reading is paused once
+ * RELAY_BACKLOG_BYTES wait for the slow side, and resumed when they have gone out. Without it a
+ * flood toward a slow side either grew the turnstile's memory without end (toward ComfyUI) or had
+ * Bun drop frames silently from a socket left open (toward the client: a lost "executed").
  */
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { targetUrl } from "../http/forward.ts";
 import { upstreamRequestHeaders } from "../upstream/headers.ts";
 import { closeActionFor } from "./ws-close.ts";
 
+/** What may wait unsent for one side before the other side's reading is paused. */
+export const RELAY_BACKLOG_BYTES = 16 * 1024 * 1024;
+/** The largest frame passed (see relayHandlers); ComfyUI previews are small, but a 1 MiB frame must pass. */
+const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+/** The upstream WebSocket has no drain event: while the client is paused for it, its backlog is looked at this often. */
+const UPSTREAM_DRAIN_POLL_MS = 10;
+
+/** Bun's client WebSocket can stop reading its socket (missing from the DOM type this project compiles with). */
+type PausableWebSocket = WebSocket & { pause(): boolean; resume(): boolean };
+
 export interface RelayData {
-  upstream: WebSocket;
+  upstream: PausableWebSocket;
+  /** Set while the client's reading is paused for the upstream's backlog. */
+  drainPoll?: ReturnType<typeof setInterval>;
   /** Upstream frames that arrived before the client side was open. */
   early: (string | ArrayBuffer)[];
   /** Set once Bun has opened the client side. */
@@ -45,7 +62,7 @@ export async function upgradeAndRelay(req: Request, server: Server<RelayData>, o
     .map((p) => p.trim())
     .filter(Boolean);
 
-  const upstream = new WebSocket(target.href, { headers, protocols } as unknown as string[]);
+  const upstream = new WebSocket(target.href, { headers, protocols } as unknown as string[]) as PausableWebSocket;
   upstream.binaryType = "arraybuffer";
   const data: RelayData = { upstream, early: [], client: undefined, clientClosed: false };
 
@@ -54,8 +71,12 @@ export async function upgradeAndRelay(req: Request, server: Server<RelayData>, o
   upstream.onmessage = (e: MessageEvent) => {
     const frame = e.data as string | ArrayBuffer;
     if (observe && typeof frame === "string") observe(clientId, frame);
-    if (data.client) data.client.send(frame);
-    else data.early.push(frame);
+    if (!data.client) {
+      data.early.push(frame);
+      return;
+    }
+    data.client.send(frame);
+    if (data.client.getBufferedAmount() > RELAY_BACKLOG_BYTES) upstream.pause();
   };
 
   const opened = await new Promise<boolean>((resolve) => {
@@ -110,20 +131,40 @@ export const relayHandlers: WebSocketHandler<RelayData> = {
   },
   message(ws, message) {
     const up = ws.data.upstream;
-    if (up.readyState === WebSocket.OPEN) up.send(message);
+    if (up.readyState !== WebSocket.OPEN) return;
+    up.send(message);
+    if (up.bufferedAmount > RELAY_BACKLOG_BYTES && !ws.data.drainPoll) {
+      ws.pause();
+      ws.data.drainPoll = setInterval(() => {
+        if (up.bufferedAmount > RELAY_BACKLOG_BYTES / 2 && up.readyState === WebSocket.OPEN) return;
+        stopDrainPoll(ws.data);
+        ws.resume();
+      }, UPSTREAM_DRAIN_POLL_MS);
+    }
+  },
+  drain(ws) {
+    if (ws.getBufferedAmount() <= RELAY_BACKLOG_BYTES / 2) ws.data.upstream.resume();
   },
   close(ws, code, reason) {
     ws.data.clientClosed = true;
+    stopDrainPoll(ws.data);
     const up = ws.data.upstream;
     if (up.readyState === WebSocket.CLOSED || up.readyState === WebSocket.CLOSING) return;
     const action = closeActionFor(code, reason);
     if (action.kind === "terminate") safeTerminate(up);
     else up.close(action.code, action.reason);
   },
-  // ComfyUI previews are small, but a 1 MiB frame must pass: leave room beyond Bun's 16 MiB default.
-  maxPayloadLength: 64 * 1024 * 1024,
+  // Beyond Bun's 16 MiB default, so that a 1 MiB preview passes.
+  maxPayloadLength: MAX_FRAME_BYTES,
+  // Past this Bun drops frames silently; the pause above keeps the backlog far below it.
+  backpressureLimit: RELAY_BACKLOG_BYTES + 2 * MAX_FRAME_BYTES,
   idleTimeout: 0,
 };
+
+function stopDrainPoll(data: RelayData): void {
+  clearInterval(data.drainPoll);
+  data.drainPoll = undefined;
+}
 
 function safeTerminate(ws: WebSocket): void {
   const t = (ws as unknown as { terminate?: () => void }).terminate;

@@ -188,6 +188,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
         idleTimeout: 0,
         sendPings: false, // aiohttp's WebSocketResponse sends no heartbeat by default
         maxPayloadLength: 64 * 1024 * 1024,
+        backpressureLimit: 256 * 1024 * 1024,
         open(ws: ServerWebSocket<WsData>) {
           hub.add(ws);
           ws.send(dumpsPy({ type: "status", data: { status: { exec_info: { queue_remaining: worker.queueRemaining() } }, sid: ws.data.sid } }));
@@ -196,7 +197,9 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
         },
         message(ws: ServerWebSocket<WsData>, message: string | Buffer) {
           if (wsEcho) {
+            // aiohttp's send awaits the socket: an echo to a peer that does not read stops the reading.
             ws.send(message);
+            if (ws.getBufferedAmount() > 16 * 1024 * 1024) ws.pause();
             return;
           }
           if (typeof message !== "string") return;
@@ -209,6 +212,9 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
           } catch {
             // ComfyUI logs and ignores undecodable client messages
           }
+        },
+        drain(ws: ServerWebSocket<WsData>) {
+          ws.resume();
         },
         close(ws: ServerWebSocket<WsData>) {
           hub.remove(ws);

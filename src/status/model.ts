@@ -255,6 +255,8 @@ export class StatusModel {
   admitted(r: LlmRequest): void {
     r.waiting = false;
     r.retrying = false;
+    // A nested request whose job ended before it was sent holds an ordinary slot now.
+    r.nested = false;
   }
 
   /** The upstream refused the connection; the slot is given back until the next try. */

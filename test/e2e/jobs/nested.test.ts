@@ -7,7 +7,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { enhancerWorkflow } from "../../../src/demo/workflow.ts";
 import { sampleValue, parseExposition } from "../../support/prom-parse.ts";
-import { callsTo, newPromptId, type Stack, startStack, submit, until, waitFor, warnLines } from "./helpers.ts";
+import { connect } from "node:net";
+import { callsTo, newPromptId, promptBody, type Stack, startStack, submit, until, waitFor, warnLines } from "./helpers.ts";
 
 let s: Stack | undefined;
 afterEach(async () => {
@@ -150,3 +151,29 @@ function plainPrompt(): unknown {
   w.prompt["6"]!.inputs.text = "a plain prompt";
   return w.prompt;
 }
+
+describe("a nested request that outlives its job before it is sent", () => {
+  test("its body still arriving when the job ended: it goes through the lock, not under the next job", async () => {
+    s = await startStack({ env: { ...NESTED, FREE_TIMEOUT: "300ms", LOGLEVEL: "warn" }, comfy: { jobMs: 150 } });
+    expect((await submit(s.t, promptBody(newPromptId()))).status).toBe(200);
+    await until(() => s!.t.status.snapshot(false).image.running?.phase === "running", "the first job running");
+    // Headers and a piece of the body on the nested listener during the job; the rest comes much later.
+    const body = JSON.stringify({ model: "llama3.2", prompt: "hi", stream: false });
+    const sock = connect(s.t.listener("nested")!.port, "127.0.0.1");
+    let answer = "";
+    sock.on("data", (d) => (answer += d.toString()));
+    sock.write(`POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+    await until(() => s!.t.status.snapshot(false).image.running?.nested?.length === 1, "the request listed under the job");
+    await until(() => s!.t.lock.state === "idle", "the first job's session ended");
+    // The next job holds ComfyUI's memory when the body's end arrives.
+    expect((await submit(s.t, promptBody(newPromptId(), { sim_job_ms: 600 }))).status).toBe(200);
+    await until(() => s!.comfy!.runningJob() !== undefined, "the second job running in ComfyUI");
+    sock.write(body.slice(10));
+    await until(() => answer.includes("\r\n\r\n{"), "the answer");
+    sock.destroy();
+    expect(answer).toStartWith("HTTP/1.1 200");
+    expect(callsTo(s.ollama!.calls, "/api/generate")[0]!.headers["x-gpu-turnstile-nested"]).toBeUndefined();
+    await s.t.settled();
+    expect(s.gpu.overlaps()).toEqual([]);
+  });
+});
