@@ -204,7 +204,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   };
   const estimator = new BusyEstimator();
   // Down only once a probe has said so: before the first probe a request still gets its retries.
-  const probedDown = new Set<string>();
+  const probedDown = new Set<Upstream>();
   const held = new HeldJobs();
   // Every LLM exchange holding a slot is watched, so a force-release can cut it; with
   // LLM_IDLE_TIMEOUT 0 the ticker never ticks and only keeps that list.
@@ -356,8 +356,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Bun has no call that closes one request's connection; the shortest idle timeout does it, silently.
     let serving: { timeout(req: Request, seconds: number): void } | undefined;
     const cutClient = (req: Request) => serving?.timeout(req, 1);
-    const readyz = (classParam: string | null) => readyzAnswer(readyzDeps, classParam, name === "comfy" ? "image" : "llm");
-    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(name), cutClient, readyz }), pickedUp);
+    // The nested listener's upstream is Ollama too: its health is Ollama's.
+    const upstreamName: Upstream = name === "comfy" ? "comfy" : "ollama";
+    const readyz = (classParam: string | null) => readyzAnswer(readyzDeps, classParam, upstreamName === "comfy" ? "image" : "llm");
+    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(upstreamName), cutClient, readyz }), pickedUp);
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,

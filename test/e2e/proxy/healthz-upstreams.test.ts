@@ -72,11 +72,14 @@ test("a pass-through request to an upstream the probe finds down gets a 502 afte
   expect(((await res.json()) as { error: string }).error).toContain("gave up after UPSTREAM_RETRY_TIMEOUT");
 
   // Once a probe has found it down, Open WebUI's model list is answered at once, in Ollama's dialect.
-  const probe = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: "", UPSTREAM_RETRY_TIMEOUT: "1h", HEALTH_INTERVAL: "0" });
+  const probe = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: "", UPSTREAM_RETRY_TIMEOUT: "1h", HEALTH_INTERVAL: "0", LISTEN_OLLAMA_NESTED: "127.0.0.1:0" });
   await probe.probed;
   expect((await healthz(probe.ollamaUrl)).upstreams.ollama).toBe("down");
-  res = await fetch(`${probe.ollamaUrl}/api/tags`);
-  expect(res.status).toBe(502);
-  expect(((await res.json()) as { error: string }).error).toContain("not retried: the health probe finds it down");
+  // The nested listener's upstream is the same Ollama: it is answered at once too.
+  for (const base of [probe.ollamaUrl, probe.listener("nested")!.url]) {
+    res = await fetch(`${base}/api/tags`);
+    expect(res.status).toBe(502);
+    expect(((await res.json()) as { error: string }).error).toContain("not retried: the health probe finds it down");
+  }
   expect(probe.metrics.upstreamRetries.get({ upstream: "ollama" })).toBe(0);
 });
