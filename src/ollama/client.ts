@@ -14,8 +14,6 @@ export interface LoadedModel {
   size: number;
   /** Bytes of it in VRAM: less than `size` when part of it sits on the CPU. */
   sizeVram: number;
-  /** As Ollama wrote it (local time with nanoseconds); "" when absent. */
-  expiresAt: string;
 }
 
 export type UnloadVia = "generate" | "embed";
@@ -48,7 +46,6 @@ export class OllamaClient {
       name: String(m.name ?? m.model ?? ""),
       size: typeof m.size === "number" ? m.size : 0,
       sizeVram: typeof m.size_vram === "number" ? m.size_vram : 0,
-      expiresAt: typeof m.expires_at === "string" ? m.expires_at : "",
     }));
     this.memory.listed(models.map((m) => m.name));
     return models;

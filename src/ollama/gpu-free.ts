@@ -26,7 +26,7 @@ export interface OllamaAbilities {
   unload: boolean;
 }
 
-export const NO_ABILITIES: OllamaAbilities = { cloud: false, unload: false };
+const NO_ABILITIES: OllamaAbilities = { cloud: false, unload: false };
 
 /** From /api/version's answer; an unknown version can do neither. */
 export function abilitiesOf(version: string | undefined): OllamaAbilities {

@@ -295,22 +295,20 @@ export function comfyRoutes({ gpu, worker, files, hostname, port, legacy, cors }
 
   function route(path: string): Route | undefined {
     // The jobs routes exist only as /api/jobs… (C8), and only in versions that have them.
-    if (!legacy && path.startsWith("/api/jobs")) {
-      for (const [re, methods] of JOB_ROUTES) {
-        const m = re.exec(path);
-        if (m) return { methods, params: m.slice(1).map((s) => decodeURIComponent(s)) };
-      }
-    }
+    const job = !legacy && path.startsWith("/api/jobs") ? match(JOB_ROUTES, path) : undefined;
     // add_routes registers every route a second time under /api.
-    const p = path.startsWith("/api/") ? path.slice(4) : path;
-    for (const [re, methods] of ROUTES) {
-      const m = re.exec(p);
-      if (m) return { methods, params: m.slice(1).map((s) => decodeURIComponent(s)) };
-    }
-    return undefined;
+    return job ?? match(ROUTES, path.startsWith("/api/") ? path.slice(4) : path);
   }
 
   return route;
+}
+
+function match(table: readonly [RegExp, Record<string, Handler>][], path: string): Route | undefined {
+  for (const [re, methods] of table) {
+    const m = re.exec(path);
+    if (m) return { methods, params: m.slice(1).map((s) => decodeURIComponent(s)) };
+  }
+  return undefined;
 }
 
 export const FEATURES = { supports_preview_metadata: true, max_upload_size: new PyFloat(104_857_600) };

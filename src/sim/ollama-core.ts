@@ -56,7 +56,7 @@ export class OllamaCore {
   /** Takes the model for one request (loading it if needed); counted in `inflight()` until released. */
   async lease(model: Model, keepAliveMs: number | undefined, req: Request): Promise<Lease> {
     // ollama.com answers a cloud model: no runner, no VRAM, not counted as local inference.
-    if (model.cloud) return { runner: undefined as never, waitedMs: 0, release() {} };
+    if (model.cloud) return { waitedMs: 0, release() {} };
     this.inflightCount++;
     try {
       // The turnstile's mark on a request it served during an image job (its nested listener).
@@ -64,7 +64,6 @@ export class OllamaCore {
       const lease = await this.sched.acquire(model, keepAliveMs, req.signal, nested);
       let done = false;
       return {
-        runner: lease.runner,
         waitedMs: lease.waitedMs,
         release: () => {
           if (done) return;

@@ -27,7 +27,6 @@ export interface Runner {
 }
 
 export interface Lease {
-  readonly runner: Runner;
   /** How long this request waited for the model to be ready (load_duration). */
   readonly waitedMs: number;
   /** Idempotent: the runner goes idle (and maybe unloads) when its last lease is released. */
@@ -82,7 +81,7 @@ export class Scheduler {
         release();
         throw e;
       }
-      return { runner: r, waitedMs: this.gpu.now() - t0, release };
+      return { waitedMs: this.gpu.now() - t0, release };
     }
   }
 

@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { offloadWarning, partlyOnCpu } from "../../src/ollama/offload.ts";
 
-const model = (name: string, size: number, sizeVram: number) => ({ name, size, sizeVram, expiresAt: "" });
+const model = (name: string, size: number, sizeVram: number) => ({ name, size, sizeVram });
 
 test("a model with part of itself outside VRAM is named with its split", () => {
   expect(offloadWarning(model("llama3.1:8b", 5_000_000_000, 3_100_000_000))).toBe(

@@ -3,30 +3,23 @@
  * models on every route, unloads, web search. Whatever would load a model — a load request, an
  * "unload" that carries a prompt, a local model in a zstd body — still waits for the job's /free.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { sampleValue } from "../../support/prom-parse.ts";
-import { postJson, scrape, type Stack, startImageJob, startStack, until } from "./helpers.ts";
+import { postJson, probedStackForFile, scrape, startImageJob, startStack, until } from "./helpers.ts";
 
-let s: Stack;
-beforeAll(async () => {
-  s = await startStack();
-  await s.t.probed;
-});
-afterAll(async () => {
-  await s.stop();
-});
+const s = probedStackForFile();
 
 const CHAT = [{ role: "user", content: "hi" }];
 const TAG = "x-e2e-free";
 
 /** The time ComfyUI's /free arrived, once the image job is over. */
 async function freeAt(): Promise<number> {
-  await s.t.settled();
-  return s.pair.comfy.calls.filter((c) => c.path === "/free").at(-1)!.at;
+  await s().t.settled();
+  return s().pair.comfy.calls.filter((c) => c.path === "/free").at(-1)!.at;
 }
 
 function arrived(tag: string): number {
-  const call = s.pair.ollama.calls.find((c) => c.headers[TAG] === tag);
+  const call = s().pair.ollama.calls.find((c) => c.headers[TAG] === tag);
   if (!call) throw new Error(`Ollama never saw ${tag}`);
   return call.at;
 }
@@ -37,9 +30,9 @@ function postZstd(url: string, body: Uint8Array, tag: string): Promise<Response>
 
 describe("during an image job", () => {
   test("cloud models, unloads and web search are answered at once; loads and work wait for /free", async () => {
-    const via = s.t.ollamaUrl;
-    await startImageJob(s.t, 600);
-    expect(s.t.lock.state).toBe("image");
+    const via = s().t.ollamaUrl;
+    await startImageJob(s().t, 600);
+    expect(s().t.lock.state).toBe("image");
 
     const codex = Bun.zstdCompressSync(JSON.stringify({ model: "gpt-oss:120b-cloud", input: "hi" }));
     const free: [string, () => Promise<Response>][] = [
@@ -50,7 +43,7 @@ describe("during an image job", () => {
       ["unload chat", () => postJson(`${via}/api/chat`, { model: "llama3.2", messages: [], keep_alive: "0s" }, { [TAG]: "unload chat" })],
       ["web search", () => postJson(`${via}/api/experimental/web_search`, { query: "sky" }, { [TAG]: "web search" })],
     ];
-    const answers = await Promise.all(free.map(async ([name, send]) => ({ name, status: (await send()).status, lockWas: s.t.lock.state })));
+    const answers = await Promise.all(free.map(async ([name, send]) => ({ name, status: (await send()).status, lockWas: s().t.lock.state })));
     expect(answers).toEqual(free.map(([name]) => ({ name, status: 200, lockWas: "image" })));
 
     const held: [string, () => Promise<Response>][] = [
@@ -60,9 +53,9 @@ describe("during an image job", () => {
       ["local zstd", () => postZstd(`${via}/v1/responses`, Bun.zstdCompressSync(JSON.stringify({ model: "llama3.2", input: "hi" })), "local zstd")],
     ];
     const waiting = held.map(async ([name, send]) => ({ name, status: (await send()).status }));
-    await until(() => s.t.lock.snapshot().llmWaiting === held.length, "the loads waiting at the lock");
+    await until(() => s().t.lock.snapshot().llmWaiting === held.length, "the loads waiting at the lock");
     // The zstd body was read inflated: a waiting request shows its model.
-    const models = s.t.status.snapshot(false).llm.requests.map((r) => r.model);
+    const models = s().t.status.snapshot(false).llm.requests.map((r) => r.model);
     expect(models).toContain("llama3.2");
     expect(models.filter((m) => m === null)).toEqual([]);
     expect(await Promise.all(waiting)).toEqual(held.map(([name]) => ({ name, status: 200 })));
@@ -71,10 +64,10 @@ describe("during an image job", () => {
     for (const [name] of free) expect({ name, beforeFree: arrived(name) < at }).toEqual({ name, beforeFree: true });
     for (const [name] of held) expect({ name, afterFree: arrived(name) >= at }).toEqual({ name, afterFree: true });
     // Forwarded as sent: the compressed bytes, with their encoding.
-    const codexCall = s.pair.ollama.calls.find((c) => c.headers[TAG] === "cloud zstd responses")!;
+    const codexCall = s().pair.ollama.calls.find((c) => c.headers[TAG] === "cloud zstd responses")!;
     expect(codexCall.headers["content-encoding"]).toBe("zstd");
     expect(codexCall.headers["content-length"]).toBe(String(codex.length));
-    expect(s.pair.gpu.overlaps()).toEqual([]);
+    expect(s().pair.gpu.overlaps()).toEqual([]);
 
     const m = await scrape(via);
     expect(sampleValue(m, "gpu_turnstile_llm_no_gpu_total", { reason: "cloud" })).toBe(3);
@@ -85,20 +78,20 @@ describe("during an image job", () => {
 describe("zstd bodies the turnstile refuses itself", () => {
   test("a bomb gets 413 and a corrupt frame 400, in the client's dialect, and Ollama never sees them", async () => {
     const bomb = Bun.zstdCompressSync(new Uint8Array(64 << 20));
-    const big = await postZstd(`${s.t.ollamaUrl}/v1/responses`, bomb, "bomb");
+    const big = await postZstd(`${s().t.ollamaUrl}/v1/responses`, bomb, "bomb");
     expect(big.status).toBe(413);
     expect(((await big.json()) as { error: { type: string; message: string } }).error.message).toContain("20 MiB");
-    const bad = await postZstd(`${s.t.ollamaUrl}/v1/chat/completions`, new TextEncoder().encode("not zstd at all"), "corrupt");
+    const bad = await postZstd(`${s().t.ollamaUrl}/v1/chat/completions`, new TextEncoder().encode("not zstd at all"), "corrupt");
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
-    expect(s.pair.ollama.calls.filter((c) => c.headers[TAG] === "bomb" || c.headers[TAG] === "corrupt")).toEqual([]);
-    expect(s.t.lock.state).toBe("idle");
+    expect(s().pair.ollama.calls.filter((c) => c.headers[TAG] === "bomb" || c.headers[TAG] === "corrupt")).toEqual([]);
+    expect(s().t.lock.state).toBe("idle");
   });
 
   test("a native route does not inflate (nor does Ollama there): the bytes go on unread, and Ollama answers", async () => {
-    const res = await postZstd(`${s.t.ollamaUrl}/api/chat`, Bun.zstdCompressSync(JSON.stringify({ model: "llama3.2", messages: [] })), "native zstd");
+    const res = await postZstd(`${s().t.ollamaUrl}/api/chat`, Bun.zstdCompressSync(JSON.stringify({ model: "llama3.2", messages: [] })), "native zstd");
     expect(res.status).toBe(400);
-    expect(s.pair.ollama.calls.filter((c) => c.headers[TAG] === "native zstd")).toHaveLength(1);
+    expect(s().pair.ollama.calls.filter((c) => c.headers[TAG] === "native zstd")).toHaveLength(1);
   });
 });
 

@@ -2,6 +2,7 @@
  * Shared pieces of the proxy end-to-end tests: a real turnstile in front of the simulated Ollama
  * and ComfyUI (real sockets, ephemeral ports), and small readers for what a client sees.
  */
+import { afterAll, beforeAll } from "bun:test";
 import { connect } from "node:net";
 import { type SimPair, type SimPairOptions, startSimPair } from "../../../src/sim/index.ts";
 import { fixtureText } from "../../sim/helpers.ts";
@@ -46,6 +47,22 @@ export async function startStack(env: Record<string, string> = {}, sims: SimPair
       await pair.stop();
     },
   };
+}
+
+/**
+ * One stack for all of a file's tests: started before them, stopped after. Its first health probes
+ * are over before any test runs (they would otherwise show in the upstreams' call logs).
+ */
+export function probedStackForFile(): () => Stack {
+  let s: Stack | undefined;
+  beforeAll(async () => {
+    s = await startStack();
+    await s.t.probed;
+  });
+  afterAll(async () => {
+    await s?.stop();
+  });
+  return () => s!;
 }
 
 /** Headers a hop may add, drop or rewrite: not part of what "passes through" means. */
