@@ -90,7 +90,9 @@ function adopt(promptIds: string[], deps: ImageJobDeps, log: StartLog): void {
       emit({ phase: "adopted", jobId: job.jobId, promptId: job.promptId });
       const followed = sessions.follow(job.promptId);
       // Whatever happens in the follow, the session is left: the GPU must not stay taken.
-      const outcome = await followToEnd(job.jobId, job.promptId, deps).catch((): JobOutcome => "failed");
+      let outcome = await followToEnd(job.jobId, job.promptId, deps).catch((): JobOutcome => "failed");
+      // A force-release's interrupt, told apart from a client's as for the turnstile's own jobs.
+      if (tracker.interrupted.delete(job.promptId)) outcome = "interrupted";
       followed.done();
       const last = --left === 0;
       const gpuReleased = last && (await ticket.leave(() => freeComfy(job.jobId, job.promptId, deps)));
