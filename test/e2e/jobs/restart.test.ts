@@ -242,3 +242,18 @@ test("a job picked up at start and then force-released ends as interrupted, like
   expect(s.t.status.snapshot(false).recent.map((j) => [j.prompt_id, j.outcome])).toEqual([[id, "interrupted"]]);
   expect(s.gpu.overlaps()).toEqual([]);
 });
+
+test("jobs picked up at start are in ComfyUI's own queue already: the queue view through the turnstile adds no waiting entry for them", async () => {
+  const ids: string[] = [];
+  s = await startStack({
+    beforeStart: async ({ comfy }) => {
+      ids.push(await queueDirect(comfy!, 2_000), await queueDirect(comfy!, 100));
+      await waitFor(() => comfy!.runningJob(), "ComfyUI running the first job");
+    },
+  });
+  expect(s.t.lock.state).toBe("image");
+  const q = (await (await fetch(`${s.t.comfyUrl}/queue`)).json()) as { queue_running: unknown[][]; queue_pending: unknown[][] };
+  expect([...q.queue_running, ...q.queue_pending].map((i) => i[1])).toEqual(ids);
+  await s.t.settled();
+  expect(s.gpu.overlaps()).toEqual([]);
+});
