@@ -336,7 +336,7 @@ async function queuedJobs(comfy: ComfyClient): Promise<string[]> {
   return q ? [...q.running, ...q.pending] : [];
 }
 
-/** Polls /queue until it is empty (true) or `boundMs` passes (false). */
+/** Polls ComfyUI's work until it has none (true) or `boundMs` passes (false). */
 async function queueEmptied(comfy: ComfyClient, boundMs: number, pollMs: number): Promise<boolean> {
   const deadline = performance.now() + boundMs;
   for (;;) {
