@@ -17,7 +17,9 @@ export class HeldJobs {
         this.#active.add(e.jobId);
         this.#unsent.add(e.jobId);
         return;
+      // A job picked up at start is in ComfyUI's queue already: its /queue shows it.
       case "forwarded":
+      case "adopted":
         this.#unsent.delete(e.jobId);
         return;
       // A retry gives the GPU back for its backoff: the job waits at the lock again until "acquired".

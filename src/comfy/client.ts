@@ -110,6 +110,17 @@ export class ComfyClient {
     return body.jobs.flatMap((j) => (isRecord(j) && typeof j.id === "string" && isJobStatus(j.status) ? [{ id: j.id, status: j.status }] : []));
   }
 
+  /**
+   * What ComfyUI runs and has pending: through its jobs API (C8) where it has one, else /queue
+   * (also when the jobs API fails: the queue may still answer).
+   */
+  async work(signal?: AbortSignal): Promise<QueueView> {
+    const jobs = await this.jobs(["in_progress", "pending"], signal).catch(() => "unsupported" as const);
+    if (jobs === "unsupported") return this.queue(signal);
+    const of = (status: JobStatus) => jobs.flatMap((j) => (j.status === status ? [j.id] : []));
+    return { running: of("in_progress"), pending: of("pending") };
+  }
+
   /** `POST /interrupt {"prompt_id"}` (C7): stops that prompt if it is the one running, else nothing. */
   async interrupt(promptId: string): Promise<void> {
     const { status, text } = await callJson(this.base, "/interrupt", { timeoutMs: this.callTimeoutMs, body: { prompt_id: promptId } });

@@ -4,7 +4,7 @@
  * is followed to its end (watchdog and lost-job detection included), then /free and its check,
  * then the release — the same functions an own job goes through, in the same image session.
  */
-import type { ComfyClient, QueueView } from "../comfy/client.ts";
+import type { ComfyClient } from "../comfy/client.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 import type { JobListener, JobOutcome } from "./events.ts";
 import { followToEnd, freeComfy, takeJobId, unloadOllama, warm, type ImageJobDeps } from "./image-job.ts";
@@ -17,18 +17,10 @@ export interface StartLog {
   debug(msg: string, fields?: Record<string, unknown>): void;
 }
 
-/** What ComfyUI runs and has pending: its jobs API where it has one (api-facts C8), else /queue. */
-async function comfyWork(comfy: ComfyClient): Promise<QueueView> {
-  const jobs = await comfy.jobs(["in_progress", "pending"]);
-  if (jobs === "unsupported") return comfy.queue();
-  const of = (status: string) => jobs.flatMap((j) => (j.status === status ? [j.id] : []));
-  return { running: of("in_progress"), pending: of("pending") };
-}
-
 /** Reads ComfyUI's work and memory together; each read is bounded by the client's PROBE_TIMEOUT. */
 export async function readCardAtStart(comfy: ComfyClient): Promise<CardAtStart> {
   const [queue, vram] = await Promise.all([
-    comfyWork(comfy).catch((err: unknown) => new Error(describeFetchError(err))),
+    comfy.work().catch((err: unknown) => new Error(describeFetchError(err))),
     comfy.torchReserved().catch(() => undefined),
   ]);
   return decideAtStart(queue, vram);
@@ -98,7 +90,9 @@ function adopt(promptIds: string[], deps: ImageJobDeps, log: StartLog): void {
       emit({ phase: "adopted", jobId: job.jobId, promptId: job.promptId });
       const followed = sessions.follow(job.promptId);
       // Whatever happens in the follow, the session is left: the GPU must not stay taken.
-      const outcome = await followToEnd(job.jobId, job.promptId, deps).catch((): JobOutcome => "failed");
+      let outcome = await followToEnd(job.jobId, job.promptId, deps).catch((): JobOutcome => "failed");
+      // A force-release's interrupt, told apart from a client's as for the turnstile's own jobs.
+      if (tracker.interrupted.delete(job.promptId)) outcome = "interrupted";
       followed.done();
       const last = --left === 0;
       const gpuReleased = last && (await ticket.leave(() => freeComfy(job.jobId, job.promptId, deps)));

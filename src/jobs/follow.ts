@@ -203,7 +203,7 @@ export async function stopJob(comfy: ComfyClient, promptId: string, place: Place
  * Whether ComfyUI still runs or queues the job: one small jobs-API read where ComfyUI has it,
  * else /queue. undefined when neither could be read.
  */
-export async function stillQueued(comfy: ComfyClient, promptId: string): Promise<boolean | undefined> {
+async function stillQueued(comfy: ComfyClient, promptId: string): Promise<boolean | undefined> {
   const job = await comfy.job(promptId).catch(() => undefined);
   if (job === "pending" || job === "in_progress") return true;
   if (job !== undefined && job !== "unsupported") return false;

@@ -330,15 +330,13 @@ export async function freeComfy(jobId: number, promptId: string | undefined, dep
   emit({ phase: "freed", jobId, promptId, durationMs: performance.now() - f0, ...r });
 }
 
-/** The ids ComfyUI runs or has pending (jobs API, else /queue); [] when it has none or cannot say. */
+/** The ids ComfyUI runs or has pending; [] when it has none or cannot say. */
 async function queuedJobs(comfy: ComfyClient): Promise<string[]> {
-  const jobs = await comfy.jobs(["in_progress", "pending"]).catch(() => undefined);
-  if (Array.isArray(jobs)) return jobs.map((j) => j.id);
-  const q = await comfy.queue().catch(() => undefined);
+  const q = await comfy.work().catch(() => undefined);
   return q ? [...q.running, ...q.pending] : [];
 }
 
-/** Polls /queue until it is empty (true) or `boundMs` passes (false). */
+/** Polls ComfyUI's work until it has none (true) or `boundMs` passes (false). */
 async function queueEmptied(comfy: ComfyClient, boundMs: number, pollMs: number): Promise<boolean> {
   const deadline = performance.now() + boundMs;
   for (;;) {

@@ -225,3 +225,35 @@ test("gpu-turnstile lease -- cmd keeps renewing the same lease across a restart 
   expect(extra!.lock.state).toBe("idle");
   expect(said.join("")).not.toContain("the lease has ended");
 });
+
+test("a job picked up at start and then force-released ends as interrupted, like one of the turnstile's own", async () => {
+  let id = "";
+  s = await startStack({
+    env: { HISTORY_POLL_INTERVAL: "30ms", JOB_TIMEOUT: "60s" },
+    beforeStart: async ({ comfy }) => {
+      id = await queueDirect(comfy!, 30_000);
+      await waitFor(() => comfy!.runningJob(), "ComfyUI running the job");
+    },
+  });
+  expect(s.t.lock.state).toBe("image");
+  const r = await fetch(`${s.t.comfyUrl}/turnstile/release`, { method: "POST" });
+  expect(await r.json()).toMatchObject({ jobs_interrupted: [id] });
+  await s.t.settled();
+  expect(s.t.status.snapshot(false).recent.map((j) => [j.prompt_id, j.outcome])).toEqual([[id, "interrupted"]]);
+  expect(s.gpu.overlaps()).toEqual([]);
+});
+
+test("jobs picked up at start are in ComfyUI's own queue already: the queue view through the turnstile adds no waiting entry for them", async () => {
+  const ids: string[] = [];
+  s = await startStack({
+    beforeStart: async ({ comfy }) => {
+      ids.push(await queueDirect(comfy!, 2_000), await queueDirect(comfy!, 100));
+      await waitFor(() => comfy!.runningJob(), "ComfyUI running the first job");
+    },
+  });
+  expect(s.t.lock.state).toBe("image");
+  const q = (await (await fetch(`${s.t.comfyUrl}/queue`)).json()) as { queue_running: unknown[][]; queue_pending: unknown[][] };
+  expect([...q.queue_running, ...q.queue_pending].map((i) => i[1])).toEqual(ids);
+  await s.t.settled();
+  expect(s.gpu.overlaps()).toEqual([]);
+});
