@@ -7,7 +7,7 @@
  * hot path of every chat request (bench/ holds it under 5 µs per request).
  */
 import type { ImageJobEvent, JobOutcome } from "../jobs/events.ts";
-import type { GpuState, LockEvent, LockSnapshot } from "../lock/index.ts";
+import type { GpuState, LockEvent } from "../lock/index.ts";
 import { comfyJobNews, comfyMemory, residentModels, type ComfyMemory, type ResidentModel } from "./card.ts";
 import type { LeaseEvent, LeaseView } from "./steer.ts";
 import { waitReasons, type WaiterKey } from "./waiters.ts";
@@ -174,8 +174,6 @@ export interface StatusModelOptions {
   version: string;
   /** CARD_NAME. Default "". */
   card?: string;
-  /** Counts the model cannot see in events (waiting image jobs). */
-  lock: { snapshot(): LockSnapshot };
   upstreams: readonly UpstreamName[];
   /** Wall clock, epoch ms. Default Date.now. */
   now?: () => number;
@@ -196,7 +194,6 @@ const HOUR_MS = 3_600_000;
 export class StatusModel {
   readonly #version: string;
   readonly #card: string;
-  readonly #lock: { snapshot(): LockSnapshot };
   readonly #now: () => number;
   readonly #historyMs: number;
   readonly #maxSpans: number;
@@ -223,7 +220,6 @@ export class StatusModel {
   constructor(opts: StatusModelOptions) {
     this.#version = opts.version;
     this.#card = opts.card ?? "";
-    this.#lock = opts.lock;
     this.#now = opts.now ?? Date.now;
     this.#historyMs = opts.historyMs ?? HOUR_MS;
     this.#maxSpans = opts.maxSpans ?? 4000;
