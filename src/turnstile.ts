@@ -176,7 +176,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
-  const status = new StatusModel({ version: opts.version, lock, upstreams, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
+  const status = new StatusModel({ version: opts.version, upstreams, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
   lock.onEvent((e) => status.onLock(e));
   const cardMetrics = createCardMetrics(metrics.registry, {
     // Exact counts: the status lists are cut at MAX_LISTED.

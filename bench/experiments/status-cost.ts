@@ -9,7 +9,7 @@ import { StatusModel } from "../../src/status/model.ts";
 import { modelFieldWatcher } from "../../src/ollama/model-field.ts";
 
 const lock = new GpuLock();
-const model = new StatusModel({ version: "bench", lock, upstreams: ["ollama"] });
+const model = new StatusModel({ version: "bench", upstreams: ["ollama"] });
 lock.onEvent((e) => model.onLock(e));
 const body = new TextEncoder().encode(
   JSON.stringify({ messages: [{ role: "user", content: "x".repeat(900) }], model: "llama3.2", stream: true }),

@@ -4,12 +4,11 @@
  * `config --config FILE` checks a config without starting anything and prints every setting with
  * its value and where that came from.
  */
-import { homedir } from "node:os";
 import { redactCredentials } from "../config/redact.ts";
 import { CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import { renderSample } from "../config/sample.ts";
 import { currentPlatform } from "../config/settings.ts";
-import { defaultStateDir } from "../config/state-dir.ts";
+import { withStateDir } from "../config/state-dir.ts";
 import { renderSettingsText } from "../config/table.ts";
 import { configVersion } from "../service/index.ts";
 
@@ -40,10 +39,8 @@ export function checkConfigCommand(opts: { configPath: string; env: Record<strin
     opts.err([e.message, ...e.problems.slice(1).map((p) => `config error: ${p}`)].map((l) => `gpu-turnstile: ${redactCredentials(l)}\n`).join(""));
     return 1;
   }
-  // The folder a start would use, not the empty value that stands for it (serve.ts resolves it the same way).
-  const config = { ...loaded.config };
-  config.stateDir ||= defaultStateDir({ env: opts.env, platform: currentPlatform(), configFile: loaded.source.found ? loaded.source.path : undefined, home: homedir() });
-  const lines = describeConfig(config);
+  // The folder a start would use (serve.ts resolves it the same way).
+  const lines = describeConfig(withStateDir(loaded.config, loaded.source, opts.env));
   const width = Math.min(44, Math.max(...lines.map((l) => l.length)));
   let text = `${opts.configPath}: valid; with the environment, the turnstile would start with:\n`;
   for (const line of lines) {

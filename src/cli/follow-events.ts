@@ -3,6 +3,7 @@
  * stream is lost (the turnstile restarts, the network blips) it is opened again, and the caller
  * hears once that it was lost and once that it is back — `status --watch` and `lease -- cmd`.
  */
+import { redactUrl } from "../config/redact.ts";
 import { sleep } from "../http/backoff.ts";
 import { readSse, type SseEvent } from "../status/sse-read.ts";
 
@@ -34,7 +35,7 @@ export async function followEvents(opts: FollowEventsOptions): Promise<FollowEnd
       const res = await fetch(opts.url, { headers: opts.headers, signal: opts.signal });
       if (!res.ok || !res.body) {
         await res.body?.cancel().catch(() => {});
-        reason = `${opts.url} answered ${res.status}`;
+        reason = `${redactUrl(opts.url)} answered ${res.status}`;
       } else {
         opened = true;
         lost = false;

@@ -9,6 +9,7 @@
 import { constants } from "node:os";
 import { basename } from "node:path";
 import { parseDuration } from "../config/duration.ts";
+import { redactUrl } from "../config/redact.ts";
 import { findCommand, KILL_GRACE_MS, stopCommand, watchLeaseEnd } from "./lease-watch.ts";
 import { findInstance } from "./status.ts";
 
@@ -76,7 +77,7 @@ async function leaseAndRun(
   if (!instance) return 1;
   const { base, headers } = instance;
   const holder = opts.holder ?? basename(opts.command[0]!);
-  say(`gpu-turnstile: asking ${base} for the GPU (holder ${JSON.stringify(holder)}, ttl ${ttl})…\n`);
+  say(`gpu-turnstile: asking ${redactUrl(base)} for the GPU (holder ${JSON.stringify(holder)}, ttl ${ttl})…\n`);
   let leaseId: string;
   try {
     const res = await fetch(`${base}/turnstile/lease`, {
@@ -87,7 +88,7 @@ async function leaseAndRun(
     });
     const body = (await res.json().catch(() => ({}))) as { id?: string; error?: string };
     if (!res.ok || !body.id) {
-      say(`gpu-turnstile: no lease, the command was not run: ${body.error ?? `${base} answered ${res.status}`}\n`);
+      say(`gpu-turnstile: no lease, the command was not run: ${body.error ?? `${redactUrl(base)} answered ${res.status}`}\n`);
       return 1;
     }
     leaseId = body.id;
@@ -96,7 +97,7 @@ async function leaseAndRun(
       say("gpu-turnstile: gave up waiting for the GPU; the command was not run\n");
       return 130;
     }
-    say(`gpu-turnstile: no turnstile answers at ${base}: ${err instanceof Error ? err.message : String(err)}; the command was not run\n`);
+    say(`gpu-turnstile: no turnstile answers at ${redactUrl(base)}: ${err instanceof Error ? err.message : String(err)}; the command was not run\n`);
     return 1;
   }
   const leaseUrl = `${base}/turnstile/lease/${leaseId}`;
@@ -185,12 +186,12 @@ export async function releaseCommand(opts: { configPath?: string; url?: string; 
   try {
     res = await fetch(`${base}/turnstile/release`, { method: "POST", headers });
   } catch (err) {
-    process.stderr.write(`gpu-turnstile: no turnstile answers at ${base}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`gpu-turnstile: no turnstile answers at ${redactUrl(base)}: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
   const body = (await res.json().catch(() => ({}))) as { error?: string; lease?: string | null; llm_cut?: number; jobs_interrupted?: string[] };
   if (!res.ok) {
-    process.stderr.write(`gpu-turnstile: ${body.error ?? `${base} answered ${res.status}`}\n`);
+    process.stderr.write(`gpu-turnstile: ${body.error ?? `${redactUrl(base)} answered ${res.status}`}\n`);
     return 1;
   }
   const jobs = body.jobs_interrupted ?? [];

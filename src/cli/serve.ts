@@ -2,11 +2,10 @@
  * The default command: load the configuration, start the turnstile, and run until SIGINT/SIGTERM.
  */
 import { appendFileSync, mkdirSync } from "node:fs";
-import { homedir, hostname, networkInterfaces, tmpdir } from "node:os";
+import { hostname, networkInterfaces, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
-import { currentPlatform } from "../config/settings.ts";
-import { defaultStateDir } from "../config/state-dir.ts";
+import { withStateDir } from "../config/state-dir.ts";
 import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
@@ -71,8 +70,7 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
     }
     throw err;
   }
-  const config = { ...loaded.config };
-  config.stateDir ||= defaultStateDir({ env, platform: currentPlatform(), configFile: loaded.source.found ? loaded.source.path : undefined, home: homedir() });
+  const config = withStateDir(loaded.config, loaded.source, env);
   let log: RootLogger;
   try {
     log = createLogger({ level: config.logLevel, format: config.logFormat, file: config.logFile || undefined, color: wantColor(env) });

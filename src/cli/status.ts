@@ -5,6 +5,7 @@
  */
 import { ConfigError, loadConfig } from "../config/load.ts";
 import { parseListen } from "../config/listen.ts";
+import { redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import type { StatusDoc } from "../status/model.ts";
 import { withScheme } from "../config/schema.ts";
@@ -135,11 +136,11 @@ export async function statusCommand(opts: StatusCommandOptions): Promise<number>
   try {
     res = await fetch(`${base}${path}`, { headers, signal: opts.signal });
   } catch (err) {
-    process.stderr.write(`gpu-turnstile: no turnstile answers at ${base}: ${err instanceof Error ? err.message : String(err)} (is it running? --url names another instance)\n`);
+    process.stderr.write(`gpu-turnstile: no turnstile answers at ${redactUrl(base)}: ${err instanceof Error ? err.message : String(err)} (is it running? --url names another instance)\n`);
     return 1;
   }
   if (!res.ok) {
-    process.stderr.write(`gpu-turnstile: ${base}${path} answered ${res.status}; is this a gpu-turnstile (version with /turnstile/)?\n`);
+    process.stderr.write(`gpu-turnstile: ${redactUrl(base)}${path} answered ${res.status}; is this a gpu-turnstile (version with /turnstile/)?\n`);
     return 1;
   }
   const doc = (await res.json()) as StatusDoc;
@@ -180,7 +181,7 @@ async function watch(base: string, headers: Record<string, string>, opts: Status
     },
   });
   if (!end.ok) {
-    process.stderr.write(`gpu-turnstile: no turnstile answers at ${base}: ${end.reason} (is it running? --url names another instance)\n`);
+    process.stderr.write(`gpu-turnstile: no turnstile answers at ${redactUrl(base)}: ${end.reason} (is it running? --url names another instance)\n`);
     return 1;
   }
   return 0;

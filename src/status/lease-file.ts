@@ -7,6 +7,7 @@
 import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { redactUrl } from "../config/redact.ts";
+import { normalizeUpstream } from "../runtime/card-claim.ts";
 import type { StoredLease } from "./steer.ts";
 
 export interface Guarded {
@@ -14,12 +15,14 @@ export interface Guarded {
   comfyUrl: string;
 }
 
-/** An upstream as the key sees it: no credentials (a new password is the same card), no trailing slash. */
+/**
+ * An upstream as the key sees it, spelled as the card claim spells it: no credentials (a new
+ * password is the same card), the port always written, no trailing slash.
+ */
 function normalized(url: string): string {
   if (!url) return "";
   try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "")}`;
+    return normalizeUpstream(url);
   } catch {
     return url;
   }

@@ -7,7 +7,7 @@
  * hot path of every chat request (bench/ holds it under 5 µs per request).
  */
 import type { ImageJobEvent, JobOutcome } from "../jobs/events.ts";
-import type { GpuState, LockEvent, LockSnapshot } from "../lock/index.ts";
+import type { GpuState, LockEvent } from "../lock/index.ts";
 import { comfyJobNews, comfyMemory, residentModels, type ComfyMemory, type ResidentModel } from "./card.ts";
 import type { LeaseEvent, LeaseView } from "./steer.ts";
 import { waitReasons, type WaiterKey } from "./waiters.ts";
@@ -174,8 +174,6 @@ export interface StatusModelOptions {
   version: string;
   /** CARD_NAME. Default "". */
   card?: string;
-  /** Counts the model cannot see in events (waiting image jobs). */
-  lock: { snapshot(): LockSnapshot };
   upstreams: readonly UpstreamName[];
   /** Wall clock, epoch ms. Default Date.now. */
   now?: () => number;
@@ -196,7 +194,6 @@ const HOUR_MS = 3_600_000;
 export class StatusModel {
   readonly #version: string;
   readonly #card: string;
-  readonly #lock: { snapshot(): LockSnapshot };
   readonly #now: () => number;
   readonly #historyMs: number;
   readonly #maxSpans: number;
@@ -217,13 +214,10 @@ export class StatusModel {
   #models: ResidentModel[] | null = null;
   #modelsAt: number | null = null;
   #comfyMemory: StatusDoc["comfy_memory"] = null;
-  /** Jobs by prompt_id, for ComfyUI's websocket news. */
-  readonly #byPrompt = new Map<string, ImageJobView>();
 
   constructor(opts: StatusModelOptions) {
     this.#version = opts.version;
     this.#card = opts.card ?? "";
-    this.#lock = opts.lock;
     this.#now = opts.now ?? Date.now;
     this.#historyMs = opts.historyMs ?? HOUR_MS;
     this.#maxSpans = opts.maxSpans ?? 4000;
@@ -334,7 +328,6 @@ export class StatusModel {
         if (e.clientId !== undefined) job.client_id = e.clientId;
         if (e.promptId) {
           job.prompt_id = e.promptId;
-          this.#byPrompt.set(e.promptId, job);
           job.phase = "queued";
           job.phase_since = job.queued_since = at;
         }
@@ -346,7 +339,6 @@ export class StatusModel {
         // Found in ComfyUI at start: how long it queued before is not known, so it counts as running.
         if (!job) return;
         job.prompt_id = e.promptId;
-        this.#byPrompt.set(e.promptId, job);
         job.phase = "running";
         job.phase_since = job.running_since = at;
         break;
@@ -366,7 +358,6 @@ export class StatusModel {
       case "released": {
         if (!job) return;
         this.#jobs.delete(e.jobId);
-        if (job.prompt_id !== null) this.#byPrompt.delete(job.prompt_id);
         const { phase: _p, phase_since: _s, ...rest } = job;
         const done: RecentImageJob = { kind: "image_job", ...rest, prompt_id: e.promptId ?? job.prompt_id, outcome: e.outcome, held_ms: e.heldMs, ended: at };
         this.#recent.push(done);
@@ -394,7 +385,9 @@ export class StatusModel {
    */
   onComfyFrame(clientId: string | null, frame: string): void {
     const news = comfyJobNews(frame);
-    const job = news && this.#byPrompt.get(news.prompt_id);
+    // Found by a scan of the jobs held, not a second map kept in step with them: a job sent again
+    // under a new prompt id, or one that ended, leaves nothing stale behind.
+    const job = news && [...this.#jobs.values()].find((j) => j.prompt_id === news.prompt_id);
     if (!job) return;
     if (clientId !== null && job.client_id === undefined) job.client_id = clientId;
     if ("max" in news) job.progress = { value: news.value, max: news.max };

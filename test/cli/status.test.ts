@@ -67,6 +67,15 @@ test("status with nothing listening says so, --watch too (at once: nothing was e
   }
 });
 
+test("a password in --url is not printed when the instance does not answer, --watch too", async () => {
+  for (const watch of [false, true]) {
+    const { value, err } = await stderrOf(() => statusCommand({ url: "http://admin:s3cret@127.0.0.1:1", json: false, watch, env: { OLLAMA_URL: "http://127.0.0.1:1" } }));
+    expect(value).toBe(1);
+    expect(err).toContain("no turnstile answers at http://***@127.0.0.1:1");
+    expect(err).not.toContain("s3cret");
+  }
+});
+
 test("status accepts its flags", () => {
   expect(normalizeArgv(["status", "--json", "--watch", "--url", "http://h:1"])).toEqual({ command: "status", args: ["--json", "--watch", "--url", "http://h:1"], help: false, named: true });
 });

@@ -12,7 +12,7 @@ afterEach(() => {
 
 function serveHub(maxQueuedBytes: number, trusted = true) {
   const lock = new GpuLock();
-  const model = new StatusModel({ version: "v1", lock, upstreams: [] });
+  const model = new StatusModel({ version: "v1", upstreams: [] });
   lock.onEvent((e) => model.onLock(e));
   const drops: number[] = [];
   const hub = new EventHub({ model, maxQueuedBytes, onDrop: (b) => drops.push(b) });

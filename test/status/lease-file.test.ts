@@ -27,6 +27,11 @@ test("keyed by the upstreams guarded: the same card under another spelling share
   expect(leaseFileName({ ollamaUrl: "", comfyUrl: "http://127.0.0.1:8189" })).not.toBe(name);
 });
 
+test("keyed as the card claim spells an upstream: credentials, a default port written out, a query and a trailing slash change nothing", () => {
+  const name = leaseFileName({ ollamaUrl: "http://gpu-box:11434", comfyUrl: "https://comfy.example/ui" });
+  expect(leaseFileName({ ollamaUrl: "http://admin:pw@GPU-Box:11434/", comfyUrl: "https://comfy.example:443/ui/?x=1" })).toBe(name);
+});
+
 test("kept and read back; the folder is created, the file is 0600 and holds no credential", () => {
   const f = file();
   expect(f.load()).toBeNull();

@@ -6,7 +6,7 @@ import { fixtureText } from "../sim/helpers.ts";
 function setup(opts: { historyMs?: number; maxSpans?: number } = {}) {
   let clock = 1_000_000;
   const lock: LockSnapshot = { state: "idle", llmInflight: 0, imagePending: false, imageWaiting: 0, llmWaiting: 0 };
-  const model = new StatusModel({ version: "v1.2.3", lock: { snapshot: () => ({ ...lock }) }, upstreams: ["ollama", "comfy"], now: () => clock, ...opts });
+  const model = new StatusModel({ version: "v1.2.3", upstreams: ["ollama", "comfy"], now: () => clock, ...opts });
   const events: StatusEvent[] = [];
   model.subscribe((e) => events.push(e));
   const transition = (from: LockSnapshot["state"], to: LockSnapshot["state"]) => {
@@ -160,7 +160,7 @@ describe("StatusModel", () => {
     let clock = 1_000_000;
     const lock: LockSnapshot = { state: "idle", llmInflight: 0, imagePending: false, imageWaiting: 0, llmWaiting: 0 };
     const leases = [{ holder: "train", by: "10.0.0.3", since: 0 }];
-    const model = new StatusModel({ version: "v", lock: { snapshot: () => lock }, upstreams: [], now: () => clock, retryAfterS: () => 42, leaseQueue: () => leases });
+    const model = new StatusModel({ version: "v", upstreams: [], now: () => clock, retryAfterS: () => 42, leaseQueue: () => leases });
     model.onLock({ type: "transition", from: "idle", to: "llm", at: 0, snapshot: lock });
     const chat = model.start("/api/chat", "10.0.0.1");
     model.admitted(chat);

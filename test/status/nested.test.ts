@@ -7,7 +7,6 @@ test("a nested request is listed under the running job, and falls back to the LL
   let t = 1000;
   const status = new StatusModel({
     version: "test",
-    lock: { snapshot: () => ({ state: "image", llmInflight: 0, imagePending: false, imageWaiting: 0, llmWaiting: 0 }) },
     upstreams: [],
     now: () => t,
   });

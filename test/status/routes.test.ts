@@ -9,7 +9,7 @@ const TOKEN = "admin-token-0123456789";
 
 function routes() {
   const lock = new GpuLock();
-  const model = new StatusModel({ version: "v1", lock, upstreams: ["ollama"] });
+  const model = new StatusModel({ version: "v1", upstreams: ["ollama"] });
   model.start("/api/chat", "10.0.0.7");
   return statusRoutes({ model, hub: new EventHub({ model }), adminToken: TOKEN });
 }
@@ -31,7 +31,7 @@ test("client addresses are shown to loopback and to the admin token only", async
 
 test("steering: a non-loopback client without the token gets 403 JSON, 127.x and the token pass; can_steer tells the page", async () => {
   const lock = new GpuLock();
-  const model = new StatusModel({ version: "v1", lock, upstreams: [] });
+  const model = new StatusModel({ version: "v1", upstreams: [] });
   const steering = bareSteering(lock, model);
   const r = statusRoutes({ model, hub: new EventHub({ model }), adminToken: TOKEN, steering });
   const post = (headers: Record<string, string> = {}) => new Request("http://t/turnstile/release", { method: "POST", headers });
@@ -58,7 +58,7 @@ test("steering: a non-loopback client without the token gets 403 JSON, 127.x and
 
 test("a lease taken without a holder name does not show its taker's address to readers who may not see addresses", async () => {
   const lock = new GpuLock();
-  const model = new StatusModel({ version: "v1", lock, upstreams: [] });
+  const model = new StatusModel({ version: "v1", upstreams: [] });
   const steering = bareSteering(lock, model);
   const r = statusRoutes({ model, hub: new EventHub({ model }), adminToken: TOKEN, steering });
   const lease = await r(new Request("http://t/turnstile/lease", { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } }), "10.0.0.9");

@@ -14,7 +14,7 @@ const TOKEN = "admin-token-0123456789";
 
 function setup(machineHost?: (host: string) => boolean) {
   const lock = new GpuLock();
-  const model = new StatusModel({ version: "v1", lock, upstreams: [] });
+  const model = new StatusModel({ version: "v1", upstreams: [] });
   model.start("/api/chat", "10.0.0.7");
   const steering = bareSteering(lock, model);
   return { model, steering, routes: statusRoutes({ model, hub: new EventHub({ model }), adminToken: TOKEN, steering, machineHost }) };
@@ -70,7 +70,7 @@ test("a lease body without Content-Length is cut at 4 KiB while it is read, not 
 
 test("2,600 waiting requests and session jobs: the holders list is capped, with the exact counts beside it, and a reader is not dropped", async () => {
   const lock = new GpuLock();
-  const model = new StatusModel({ version: "v1", lock, upstreams: [] });
+  const model = new StatusModel({ version: "v1", upstreams: [] });
   const held = model.start("/api/chat", "10.0.0.1");
   model.admitted(held);
   for (let i = 0; i < 2600; i++) model.start(`/api/chat`, `10.0.${i >> 8}.${i & 255}`);
