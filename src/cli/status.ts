@@ -10,6 +10,7 @@ import type { Config } from "../config/types.ts";
 import type { StatusDoc } from "../status/model.ts";
 import { withScheme } from "../config/schema.ts";
 import { processorOf } from "../status/card.ts";
+import { hostName, isLoopbackBind, parseAllowedHosts } from "../proxy/host-guard.ts";
 import { configAnchor } from "./serve.ts";
 import { followEvents } from "./follow-events.ts";
 
@@ -114,8 +115,10 @@ export function findInstance(opts: { configPath?: string; url?: string; env?: Re
   let token = "";
   try {
     const config = loadConfig({ argvConfigPath: opts.configPath, env: opts.env ?? process.env, execPath: configAnchor() }).config;
+    // The token goes only where this config's instance answers: its own address, loopback, or a
+    // name ALLOWED_HOSTS lists. Sent to any other --url, it would give that host the card.
+    if (base === undefined || carriesToken(base, config.allowedHosts)) token = config.adminToken;
     base ??= instanceUrl(config);
-    token = config.adminToken;
   } catch (err) {
     if (!(err instanceof ConfigError) || base === undefined) {
       process.stderr.write(`gpu-turnstile: ${err instanceof Error ? err.message : String(err)} (or name the instance with --url)\n`);
@@ -123,6 +126,12 @@ export function findInstance(opts: { configPath?: string; url?: string; env?: Re
     }
   }
   return { base, headers: token ? { authorization: `Bearer ${token}` } : {} };
+}
+
+function carriesToken(url: string, allowedHosts: string): boolean {
+  const host = hostName(new URL(url).host);
+  const allowed = parseAllowedHosts(allowedHosts);
+  return isLoopbackBind(host) || allowed.any || allowed.names.has(host) || allowed.suffixes.some((s) => host.endsWith(s));
 }
 
 export async function statusCommand(opts: StatusCommandOptions): Promise<number> {

@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from "bun:test";
-import { instanceUrl, renderStatus, statusCommand } from "../../src/cli/status.ts";
+import { findInstance, instanceUrl, renderStatus, statusCommand } from "../../src/cli/status.ts";
 import type { StatusDoc } from "../../src/status/model.ts";
 import { startTestTurnstile, type TestTurnstile } from "../support/turnstile.ts";
 import { normalizeArgv } from "../../src/cli/argv.ts";
@@ -137,4 +137,16 @@ test("status shows every job with its queue time apart from its run, every waite
   expect(text).toContain("waiting: chat 9 behind image job 2, for 3.0s, estimate 12s, from 10.0.0.5");
   expect(text).toContain("  llama3.2:latest  4.0 GiB  25%/75% CPU/GPU  until 4m00s from now");
   expect(text).toContain("comfy memory: 6.0 GiB of 24.0 GiB in use (torch 5.0 GiB)");
+});
+
+test("the config's ADMIN_TOKEN goes only to its own instance: loopback, its listen address or an ALLOWED_HOSTS name, never another --url", () => {
+  const env = { OLLAMA_URL: "http://127.0.0.1:11435", LISTEN_OLLAMA: "192.168.7.7:11434", ADMIN_TOKEN: "s3cret-token-for-the-card", ALLOWED_HOSTS: "gpu.lan,*.cards.lan" };
+  const bearer = { authorization: "Bearer s3cret-token-for-the-card" };
+  expect(findInstance({ env })).toEqual({ base: "http://192.168.7.7:11434", headers: bearer });
+  for (const url of ["http://127.0.0.1:11434", "http://localhost:11434", "http://[::1]:11434", "http://gpu.lan:11434", "http://b.cards.lan:11434"]) {
+    expect(findInstance({ env, url })).toEqual({ base: url, headers: bearer });
+  }
+  for (const url of ["http://evil.example:11434", "http://192.0.2.1:11434", "http://gpu.lan.evil.example:11434"]) {
+    expect(findInstance({ env, url })).toEqual({ base: url, headers: {} });
+  }
 });
