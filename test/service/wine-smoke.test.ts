@@ -199,7 +199,7 @@ describe.skipIf(!usable)("gpu-turnstile.exe as a Windows service under wine", ()
     }
   }, 60_000);
 
-  test("a second copy for the same Ollama refuses to start (the card claim's Global\\ mutex), naming the first", async () => {
+  test("a second copy for the same Ollama refuses to start (the card claim's Global\\ mutex), naming the first; after a kill -9 a successor starts", async () => {
     const ollamaUrl = `http://127.0.0.1:${deadPort()}`;
     const [log1, log2] = [join(dir, "claim-1.log"), join(dir, "claim-2.log")];
     const [config1, config2] = [join(dir, "claim-1.env"), join(dir, "claim-2.env")];
@@ -214,9 +214,23 @@ describe.skipIf(!usable)("gpu-turnstile.exe as a Windows service under wine", ()
       expect(said).toMatch(new RegExp(`another gpu-turnstile \\(pid \\d+, listening on [^)]*127\\.0\\.0\\.1:${port}[^)]*\\) already guards ${ollamaUrl.replace(/[.]/g, "\\.")}`));
       // The first one is untouched.
       expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      // Killed hard, it leaves the mutex abandoned: a successor claims it at once.
+      first.proc.kill("SIGKILL");
+      await first.proc.exited;
+      const log3 = join(dir, "claim-3.log");
+      const config3 = join(dir, "claim-3.env");
+      envFile(config3, log3, { OLLAMA_URL: ollamaUrl });
+      const third = start([wine!, exe, WINDOWS_SERVICE_FLAG, "--config", winPath(config3)]);
+      try {
+        const port3 = await listenerPort(log3);
+        expect((await fetch(`http://127.0.0.1:${port3}/healthz`)).status).toBe(200);
+      } finally {
+        third.proc.kill("SIGINT");
+        await third.proc.exited;
+      }
     } finally {
       first.proc.kill("SIGINT");
       await first.proc.exited;
     }
-  }, 60_000);
+  }, 120_000);
 });
