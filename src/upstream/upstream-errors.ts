@@ -38,6 +38,20 @@ export function isConnectPhaseError(err: unknown): boolean {
   return code !== undefined && CONNECT_PHASE_CODES.has(code);
 }
 
+/**
+ * The codes that say nothing listens there (SPEC "Restarts"): refused, no such host, no route.
+ * Not a connect timeout nor a temporary DNS failure: a SYN nobody answers in time may meet a
+ * machine too busy to answer, and the start treats "cannot tell" as "may be running".
+ */
+const NOT_RUNNING_CODES = new Set(["ECONNREFUSED", "ConnectionRefused", "ENOTFOUND", "DNSException", "ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "FailedToOpenSocket"]);
+
+/** The upstream is not running (nothing accepted the connection), as opposed to slow or answering wrong. */
+export function isNotRunning(err: unknown): boolean {
+  if (err instanceof UpstreamError && !err.beforeConnect) return false;
+  const code = errorCode(err);
+  return code !== undefined && NOT_RUNNING_CODES.has(code);
+}
+
 /** One short human reason for logs and 502 bodies, never a stack. */
 export function describeFetchError(err: unknown): string {
   const code = errorCode(err);
