@@ -4,14 +4,17 @@
  * its checkpoint. Pure: fed what ComfyUI answered, it says what to do; adopt.ts does it.
  */
 import { vramReleased, type QueueView } from "../comfy/client.ts";
-import { describeFetchError, isNotRunning } from "../upstream/upstream-errors.ts";
+import { describeFetchError, isNoAnswer } from "../upstream/upstream-errors.ts";
 
 export type CardAtStart =
-  /** ComfyUI is not running (refused, no such host): it holds nothing, the start goes on idle (with a line). */
+  /**
+   * No ComfyUI queue there: refused, no such host, reset, or an answer that is not its queue. Nothing
+   * of it runs on the card; the start goes on idle (with a line).
+   */
   | { kind: "down"; reason: string }
   /**
-   * ComfyUI may be running but its work could not be read (no answer in time, or a wrong one):
-   * it may be running a job, so the GPU is held as image until the work is read (start-hold.ts).
+   * No answer in time: ComfyUI may be running a job and too busy to say so, so the GPU is held as
+   * image until its work is read (start-read.ts).
    */
   | { kind: "unread"; reason: string }
   | { kind: "idle" }
@@ -21,12 +24,12 @@ export type CardAtStart =
   | { kind: "adopt"; promptIds: string[] };
 
 /**
- * `queue`: what ComfyUI runs and has pending, or the error that kept it from being read (its code
- * tells "not running" from "slow": only the first starts idle, fail closed). `vramBytes`: what
+ * `queue`: what ComfyUI runs and has pending, or the error that kept it from being read (it tells
+ * "not running" from "slow": only the first starts idle, fail closed). `vramBytes`: what
  * /system_stats says PyTorch holds (undefined when that read failed: the queue decides alone).
  */
 export function decideAtStart(queue: QueueView | Error, vramBytes: number | undefined): CardAtStart {
-  if (queue instanceof Error) return { kind: isNotRunning(queue) ? "down" : "unread", reason: describeFetchError(queue) };
+  if (queue instanceof Error) return { kind: isNoAnswer(queue) ? "unread" : "down", reason: describeFetchError(queue) };
   // Running first: that is the order ComfyUI will finish them in. A job can show in both lists
   // for one read (it moved while the answer was built): named once.
   const promptIds = [...new Set([...queue.running, ...queue.pending])];

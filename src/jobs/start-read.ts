@@ -1,15 +1,17 @@
 /**
  * The start's read of ComfyUI's work (SPEC "Restarts"), and the hold that fails closed when that
- * read gets no answer. ComfyUI that is not running holds nothing; ComfyUI that accepted the
- * connection but did not answer within PROBE_TIMEOUT may be running a job (a busy ComfyUI answers
- * late), so the GPU is taken as image at once — Ollama emptied, chats wait as during any job — and
- * the work is read again every HISTORY_POLL_INTERVAL until it answers. What is found then goes on
- * in the same image session (adopt.ts). The hold is bounded by JOB_TIMEOUT, like a job of our own
- * that is never seen finished: past it, /free is asked and the GPU handed on, with an error line.
+ * read gets no answer. A ComfyUI that is not running (refused, reset, no such host, something else
+ * answering) holds nothing; one that gives no answer within PROBE_TIMEOUT may be running a job (a
+ * busy ComfyUI answers late), so the GPU is taken as image at once — Ollama emptied, chats wait as
+ * during any job — and the work is read again every HISTORY_POLL_INTERVAL until it answers. What
+ * is found then goes on in the same image session (adopt.ts). The hold is bounded by JOB_TIMEOUT,
+ * like a job of our own never seen finished: past it, /free is asked and the GPU handed on, with
+ * an error line.
  */
 import type { ComfyClient } from "../comfy/client.ts";
 import { formatDuration } from "../config/duration.ts";
 import { sleep } from "../http/backoff.ts";
+import { isNoAnswer } from "../upstream/upstream-errors.ts";
 import type { JobListener } from "./events.ts";
 import { freeComfy, takeJobId, unloadOllama, type ImageJobDeps } from "./image-job.ts";
 import { decideAtStart, type CardAtStart } from "./reconcile.ts";
@@ -23,8 +25,8 @@ export interface StartLog {
   debug(msg: string, fields?: Record<string, unknown>): void;
 }
 
-/** What a read found once it answered (or once ComfyUI is known not to run). */
-export type ReadCard = Exclude<CardAtStart, { kind: "unread" }>;
+/** What a read found once ComfyUI answered. */
+export type ReadCard = Exclude<CardAtStart, { kind: "unread" | "down" }>;
 
 /**
  * Reads ComfyUI's work and memory together, the whole read bounded by `timeoutMs` (PROBE_TIMEOUT):
@@ -34,8 +36,8 @@ export async function readCardAtStart(comfy: ComfyClient, timeoutMs: number): Pr
   const deadline = AbortSignal.timeout(timeoutMs);
   const [queue, vram] = await Promise.all([
     comfy.work(deadline).catch((err: unknown) =>
-      deadline.aborted || (err as { name?: unknown } | null)?.name === "TimeoutError"
-        ? new Error(`no answer within PROBE_TIMEOUT (${formatDuration(timeoutMs)})`)
+      deadline.aborted || isNoAnswer(err)
+        ? new DOMException(`no answer within PROBE_TIMEOUT (${formatDuration(timeoutMs)})`, "TimeoutError")
         : err instanceof Error
           ? err
           : new Error(String(err)),
@@ -71,12 +73,16 @@ export function holdUntilRead(reason: string, deps: ImageJobDeps, log: StartLog,
     for (let left = deadline - performance.now(); left > 0; left = deadline - performance.now()) {
       await sleep(Math.min(settings.historyPollIntervalMs, left));
       const card = await readCardAtStart(deps.comfy, Math.max(1, Math.min(settings.probeTimeoutMs, deadline - performance.now())));
-      if (card.kind === "unread") {
-        reason = card.reason;
-        continue;
+      const after = formatDuration(Math.round(performance.now() - t0));
+      if (card.kind === "unread") reason = card.reason;
+      else if (card.kind === "down") {
+        // Restarted or killed meanwhile: a process that is gone holds no memory.
+        log.notice(`ComfyUI stopped running ${after} after start: releasing the GPU`, { reason: card.reason });
+        return void (await ticket.leave(async () => {}));
+      } else {
+        log.notice(`ComfyUI's work read ${after} after start: ${card.kind === "adopt" ? "picking up its jobs" : "no job running"}`);
+        return found(card, held);
       }
-      log.notice(`ComfyUI's work read ${formatDuration(Math.round(performance.now() - t0))} after start: ${card.kind === "adopt" ? "jobs found" : "no job running"}`);
-      return found(card, held);
     }
     log.error(`ComfyUI's work still unread JOB_TIMEOUT (${bound}) after start: asking it to free its memory, then handing the GPU on`, { reason });
     ticket.accepted();

@@ -39,17 +39,15 @@ export function isConnectPhaseError(err: unknown): boolean {
 }
 
 /**
- * The codes that say nothing listens there (SPEC "Restarts"): refused, no such host, no route.
- * Not a connect timeout nor a temporary DNS failure: a SYN nobody answers in time may meet a
- * machine too busy to answer, and the start treats "cannot tell" as "may be running".
+ * No answer in time, as opposed to a definite one (refused, no such host, reset, an HTTP error):
+ * a timeout while connecting or waiting for the answer, or a temporary DNS failure. The upstream
+ * may well be running, only too busy to answer (SPEC "Restarts": the start fails closed on it).
  */
-const NOT_RUNNING_CODES = new Set(["ECONNREFUSED", "ConnectionRefused", "ENOTFOUND", "DNSException", "ENETUNREACH", "EHOSTUNREACH", "EADDRNOTAVAIL", "FailedToOpenSocket"]);
-
-/** The upstream is not running (nothing accepted the connection), as opposed to slow or answering wrong. */
-export function isNotRunning(err: unknown): boolean {
-  if (err instanceof UpstreamError && !err.beforeConnect) return false;
+export function isNoAnswer(err: unknown): boolean {
+  const name = (err as { name?: unknown } | null)?.name;
+  if (name === "TimeoutError" || name === "AbortError") return true;
   const code = errorCode(err);
-  return code !== undefined && NOT_RUNNING_CODES.has(code);
+  return code === "ETIMEDOUT" || code === "ConnectionTimeout" || code === "EAI_AGAIN";
 }
 
 /** One short human reason for logs and 502 bodies, never a stack. */

@@ -30,18 +30,21 @@ describe("decideAtStart", () => {
     expect(decideAtStart(empty, undefined)).toEqual({ kind: "idle" });
   });
 
-  test("no queue read because nothing accepted the connection: ComfyUI is not running, with the reason", () => {
+  test("no queue read, for a definite reason (refused, no such host, reset, not a queue): not running, with the reason", () => {
     const refused = Object.assign(new Error("connect failed"), { code: "ECONNREFUSED" });
     expect(decideAtStart(refused, undefined)).toEqual({ kind: "down", reason: "ECONNREFUSED: connect failed" });
-    const noHost = Object.assign(new Error("getaddrinfo failed"), { code: "ENOTFOUND" });
-    expect(decideAtStart(noHost, 3 * GiB).kind).toBe("down");
+    for (const code of ["ENOTFOUND", "ECONNRESET", "BAD_UPSTREAM_RESPONSE"]) {
+      expect(decideAtStart(Object.assign(new Error("x"), { code }), 3 * GiB).kind).toBe("down");
+    }
+    // Something answers, but not ComfyUI's queue (another server, a proxy with nothing behind it).
+    expect(decideAtStart(new Error("GET /queue: HTTP 404 not found"), 0).kind).toBe("down");
   });
 
-  test("no queue read although ComfyUI may be running (no answer in time, a wrong answer): unread, never idle (issue 26)", () => {
-    expect(decideAtStart(new Error("no answer within PROBE_TIMEOUT (5s)"), undefined)).toEqual({ kind: "unread", reason: "no answer within PROBE_TIMEOUT (5s)" });
+  test("no answer in time: ComfyUI may be running a job, too busy to say so — unread, never idle (issue 26)", () => {
+    const late = new DOMException("no answer within PROBE_TIMEOUT (5s)", "TimeoutError");
+    expect(decideAtStart(late, undefined)).toEqual({ kind: "unread", reason: "no answer within PROBE_TIMEOUT (5s)" });
     // A SYN nobody answered in time and a temporary DNS failure cannot tell "not running" either.
     expect(decideAtStart(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" }), undefined).kind).toBe("unread");
     expect(decideAtStart(Object.assign(new Error("dns"), { code: "EAI_AGAIN" }), undefined).kind).toBe("unread");
-    expect(decideAtStart(new Error("GET /queue: HTTP 500"), 0).kind).toBe("unread");
   });
 });

@@ -104,6 +104,22 @@ test("ComfyUI whose work stays unread: the hold ends at JOB_TIMEOUT with an erro
   expect(s.gpu.overlaps()).toEqual([]);
 });
 
+test("ComfyUI that stops running during the hold (restarted, killed) holds nothing: the GPU is released and the chat goes on", async () => {
+  s = await startStack({
+    env: { PROBE_TIMEOUT: "100ms", JOB_TIMEOUT: "1m", LOGLEVEL: "info" },
+    beforeStart: async ({ comfy }) => void slowWork(comfy!),
+  });
+  expect(s.t.lock.state).toBe("image");
+  const res = chat(s.t);
+  await until(() => s!.t.lock.snapshot().llmWaiting === 1, "the chat waiting at the lock");
+  await s.comfy!.crash();
+  expect((await res).status).toBe(200);
+  expect(lines(s.t, "ComfyUI stopped running")).toHaveLength(1);
+  expect(lines(s.t, "still unread")).toEqual([]);
+  await s.t.settled();
+  expect(s.gpu.overlaps()).toEqual([]);
+});
+
 test("ComfyUI not running at start (connection refused): the start goes on idle at once, with a line", async () => {
   const { ollama, comfy } = await sims();
   await comfy.crash();
