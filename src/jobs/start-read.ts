@@ -80,8 +80,12 @@ export function holdUntilRead(reason: string, deps: ImageJobDeps, log: StartLog,
         log.notice(`ComfyUI stopped running ${after} after start: releasing the GPU`, { reason: card.reason });
         return void (await ticket.leave(async () => {}));
       } else {
-        log.notice(`ComfyUI's work read ${after} after start: ${card.kind === "adopt" ? "picking up its jobs" : "no job running"}`);
-        return found(card, held);
+        // A client's job that joined the held session (IMAGE_SESSION_MAX) is followed by its own
+        // request already: only what ComfyUI ran before the start is picked up.
+        const left = card.kind === "adopt" ? card.promptIds.filter((id) => !deps.promptIds.has(id)) : [];
+        const theirs: ReadCard = card.kind !== "adopt" ? card : left.length > 0 ? { kind: "adopt", promptIds: left } : { kind: "idle" };
+        log.notice(`ComfyUI's work read ${after} after start: ${theirs.kind === "adopt" ? "picking up its jobs" : "nothing to pick up"}`);
+        return found(theirs, held);
       }
     }
     log.error(`ComfyUI's work still unread JOB_TIMEOUT (${bound}) after start: asking it to free its memory, then handing the GPU on`, { reason });

@@ -87,6 +87,29 @@ test("ComfyUI running a job but too slow to answer at start: the GPU is held as 
   expect(s.gpu.overlaps()).toEqual([]);
 });
 
+test("a client's image job that joins the hold's session (IMAGE_SESSION_MAX) is followed by its own request, not picked up a second time", async () => {
+  let slow: { answer(): void } | undefined;
+  s = await startStack({
+    env: { PROBE_TIMEOUT: "200ms", IMAGE_SESSION_MAX: "5m", LOGLEVEL: "info" },
+    beforeStart: async ({ comfy }) => void (slow = slowWork(comfy!)),
+  });
+  expect(s.t.lock.state).toBe("image");
+  const id = newPromptId();
+  const res = await postJson(`${s.t.comfyUrl}/prompt`, promptBody(id, { sim_job_ms: 600 }));
+  expect(res.status).toBe(200);
+  await res.text();
+  await waitFor(() => s!.comfy!.runningJob(), "ComfyUI running the client's job");
+  slow!.answer();
+  await until(() => lines(s!.t, "ComfyUI's work read").length === 1, "the hold's read answered");
+  expect(lines(s.t, "nothing to pick up")).toHaveLength(1);
+  expect(lines(s.t, "picked up")).toEqual([]);
+  const answer = await chat(s.t);
+  expect(answer.status).toBe(200);
+  expect(callsTo(s.ollama!.calls, "/api/chat")[0]!.at).toBeGreaterThan(s.comfy!.jobs().find((j) => j.id === id)!.endedAt!);
+  await s.t.settled();
+  expect(s.gpu.overlaps()).toEqual([]);
+});
+
 test("ComfyUI whose work stays unread: the hold ends at JOB_TIMEOUT with an error line, /free is asked, and the chat goes on", async () => {
   s = await startStack({
     env: { PROBE_TIMEOUT: "100ms", JOB_TIMEOUT: "600ms", LOGLEVEL: "warn" },
