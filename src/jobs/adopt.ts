@@ -42,7 +42,7 @@ const NOBODY = new AbortController().signal;
 export function pickUpAtStart(card: CardAtStart, deps: ImageJobDeps, log: StartLog, held?: Promise<SessionTicket>): void {
   switch (card.kind) {
     case "down":
-      return log.warn("ComfyUI is not running at start (nothing accepted the connection): starting idle", { reason: card.reason });
+      return log.warn("ComfyUI is not running at start: starting idle", { reason: card.reason });
     case "unread":
       return holdUntilRead(card.reason, deps, log, (found, ticket) => pickUpAtStart(found, deps, log, ticket));
     case "idle":

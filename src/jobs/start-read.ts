@@ -82,8 +82,8 @@ export function holdUntilRead(reason: string, deps: ImageJobDeps, log: StartLog,
       } else {
         // A client's job that joined the held session (IMAGE_SESSION_MAX) is followed by its own
         // request already: only what ComfyUI ran before the start is picked up.
-        const left = card.kind === "adopt" ? card.promptIds.filter((id) => !deps.promptIds.has(id)) : [];
-        const theirs: ReadCard = card.kind !== "adopt" ? card : left.length > 0 ? { kind: "adopt", promptIds: left } : { kind: "idle" };
+        const ids = card.kind === "adopt" ? card.promptIds.filter((id) => !deps.promptIds.has(id)) : [];
+        const theirs: ReadCard = card.kind !== "adopt" ? card : ids.length > 0 ? { kind: "adopt", promptIds: ids } : { kind: "idle" };
         log.notice(`ComfyUI's work read ${after} after start: ${theirs.kind === "adopt" ? "picking up its jobs" : "nothing to pick up"}`);
         return found(theirs, held);
       }
