@@ -4,15 +4,22 @@
  */
 import type { ComfyClient } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
+import { formatDuration } from "../config/duration.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 
 export type ProbeReport = (upstream: "ollama" | "comfy", up: boolean, detail: string) => void;
+
+/** Why a probe failed; its own timeout named as the setting, so the log says which bound was reached. */
+function probeError(err: unknown, timeoutMs: number): string {
+  const timedOut = (err as { name?: unknown } | null)?.name === "TimeoutError";
+  return timedOut ? `no answer within PROBE_TIMEOUT (${formatDuration(timeoutMs)})` : describeFetchError(err);
+}
 
 export async function probeOllama(c: OllamaClient, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
   try {
     return { up: true, detail: await c.version(timeoutMs) };
   } catch (err) {
-    return { up: false, detail: describeFetchError(err) };
+    return { up: false, detail: probeError(err, timeoutMs) };
   }
 }
 
@@ -20,7 +27,7 @@ export async function probeComfy(c: ComfyClient, timeoutMs: number): Promise<{ u
   try {
     return { up: true, detail: (await c.systemStats(timeoutMs)).version };
   } catch (err) {
-    return { up: false, detail: describeFetchError(err) };
+    return { up: false, detail: probeError(err, timeoutMs) };
   }
 }
 

@@ -165,6 +165,18 @@ test("/readyz asked the moment the listeners accept: the start-up probes decide 
   expect(((await answers[2]!.json()) as { upstreams: unknown }).upstreams).toEqual({ ollama: "up", comfy: "up" });
 });
 
+test("an Ollama that does not answer its version probe holds the start-up read for PROBE_TIMEOUT at most, and the log names the bound", async () => {
+  const { ollama, comfy } = await sims();
+  let answer!: () => void;
+  const answered = new Promise<void>((r) => (answer = r));
+  ollama.override("GET", "/api/version", () => answered.then(() => undefined));
+  cleanups.push(answer);
+  const t = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: comfy.url, PROBE_TIMEOUT: "200ms", LOGLEVEL: "warn" });
+  const first = await fetch(`${t.ollamaUrl}/healthz`);
+  expect(((await first.json()) as { upstreams: unknown }).upstreams).toEqual({ ollama: "down", comfy: "up" });
+  expect(lines(t, "ollama is down")[0]).toContain("no answer within PROBE_TIMEOUT (200ms)");
+});
+
 test("the first moments after start, an image job running: a cloud chat and an unload are answered at once, not held behind the job", async () => {
   const { gpu, ollama, comfy } = await sims();
   await runningDirect(comfy, 1500);
