@@ -24,10 +24,10 @@ import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "
 import { OllamaClient } from "./ollama/client.ts";
 import { noGpuReason } from "./ollama/gpu-free.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
-import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
+import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch, type RequestObserver } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
-import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
@@ -83,6 +83,17 @@ export interface Turnstile {
 
 function withExtra(base: JobListener, extra: JobListener | undefined): JobListener {
   return extra ? (e) => (base(e), extra(e)) : base;
+}
+
+/** A request observer whose retry notices (an upstream refused) also reach `refused`. */
+function probingOnRetry(observer: RequestObserver, refused: (u: Upstream) => void): RequestObserver {
+  return {
+    ...observer,
+    retry(listener, n) {
+      observer.retry(listener, n);
+      refused(listener === "comfy" ? "comfy" : "ollama");
+    },
+  };
 }
 
 /** A probe report that also updates what /healthz shows. */
@@ -194,6 +205,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
+  // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
+  if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
@@ -253,7 +266,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         return fixedRetryAfter === "auto" ? estimator.retryAfterS(lock.snapshot().imageWaiting) : fixedRetryAfter;
       },
     },
-    observer: requestObserver(log, metrics),
+    observer: probingOnRetry(requestObserver(log, metrics), (u) => suspectDown(u)),
     idle: llmWatches,
     health,
     metrics: () => {
@@ -299,7 +312,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
-    withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
+    withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), withExtra((e) => void (e.phase === "retrying" && suspectDown("comfy")), opts.onJobEvent)),
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
@@ -432,6 +445,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       pickUp();
     });
 
+  // A request that finds an upstream the last probe saw up refusing has the probe look again now,
+  // so /healthz and /readyz say "down" within a probe, not a HEALTH_INTERVAL, later.
+  const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,

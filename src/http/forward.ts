@@ -171,6 +171,8 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
   const replay5xx = IDEMPOTENT.has(req.method) && body.buffered;
   let retries5xx = 0;
   let giveUpAt: number | undefined;
+  // When the first attempt went out: the give-up message says how long was really tried.
+  let firstTryAt: number | undefined;
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
   const pool = pooledUpstream(opts.upstream);
@@ -180,6 +182,7 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
     const hold = opts.acquire ? await opts.acquire() : undefined;
     // A mark depends on the attempt's hold (app.ts's nested requests): that head is made per attempt.
     const { headers, target } = fixedHead ?? requestHead(req, opts, pool);
+    firstTryAt ??= performance.now();
     let res: Response;
     try {
       if (attempt === 1 && first) {
@@ -202,7 +205,10 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
       if (opts.knownDown) return { ok: false, reason: `${reason}; not retried: the health probe finds it down` };
       const now = performance.now();
       giveUpAt ??= now + retry.retryTimeoutMs;
-      if (now >= giveUpAt) return { ok: false, reason: `${reason}; gave up after UPSTREAM_RETRY_TIMEOUT (${formatDuration(retry.retryTimeoutMs)})` };
+      if (now >= giveUpAt) {
+        const tried = formatDuration(Math.round(now - firstTryAt));
+        return { ok: false, reason: `${reason}; gave up after trying for ${tried} (${attempt} attempts; UPSTREAM_RETRY_TIMEOUT is ${formatDuration(retry.retryTimeoutMs)})` };
+      }
       // The last wait ends at the deadline, so the client hears within UPSTREAM_RETRY_TIMEOUT.
       const delayMs = Math.min(nextDelay(), Math.ceil(giveUpAt - now));
       opts.onRetry?.({ attempt, delayMs, reason });

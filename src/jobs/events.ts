@@ -25,7 +25,7 @@ export type ImageJobEvent =
   /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
   | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean }
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
-  | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string }
+  | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string; notRunning?: string }
   /** `answeredPromptId`: ComfyUI's answer named another id than the one sent (both are followed). */
   | { phase: "forwarded"; jobId: number; status: number; promptId?: string; answeredPromptId?: string; clientId?: string; durationMs: number }
   /** A job ComfyUI already ran or queued when the turnstile started, taken on as its own (adopt.ts). */

@@ -259,7 +259,7 @@ export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<v
   } catch (err) {
     r = { tried: [], complete: false, error: describeFetchError(err) };
   }
-  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error });
+  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error, notRunning: r.notRunning });
 }
 
 const OUTCOME_OF: Record<JobEnd, JobOutcome> = {

@@ -29,6 +29,8 @@ const FIRST_PROBE_DELAY_MS = 100;
 export interface HealthMonitor {
   /** Resolves when the first round of probes has been reported. */
   first: Promise<void>;
+  /** One round as soon as the one running ends (a request found an upstream refusing); never more than one queued. */
+  probeNow(): void;
   stop(): void;
 }
 
@@ -59,11 +61,20 @@ export function startHealthMonitor(opts: {
   // first answer a freshly started (or restarted) turnstile gives.
   let running: Promise<void> = new Promise<void>((r) => setTimeout(r, FIRST_PROBE_DELAY_MS)).then(round);
   const first = running;
-  // HEALTH_INTERVAL=0: probe once at start only.
-  if (opts.intervalMs <= 0) return { first, stop: () => {} };
+  let queued = false;
+  const probeNow = () => {
+    if (queued) return;
+    queued = true;
+    running = running.then(() => {
+      queued = false;
+      return round();
+    });
+  };
+  // HEALTH_INTERVAL=0: probe once at start only (and when a request finds an upstream refusing).
+  if (opts.intervalMs <= 0) return { first, probeNow, stop: () => {} };
   const timer = setInterval(() => {
     running = running.then(round);
   }, opts.intervalMs);
   timer.unref();
-  return { first, stop: () => clearInterval(timer) };
+  return { first, probeNow, stop: () => clearInterval(timer) };
 }
