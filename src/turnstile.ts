@@ -24,7 +24,7 @@ import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "
 import { OllamaClient } from "./ollama/client.ts";
 import { noGpuReason } from "./ollama/gpu-free.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
-import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch, type RequestObserver } from "./proxy/app.ts";
+import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
@@ -83,17 +83,6 @@ export interface Turnstile {
 
 function withExtra(base: JobListener, extra: JobListener | undefined): JobListener {
   return extra ? (e) => (base(e), extra(e)) : base;
-}
-
-/** A request observer whose retry notices (an upstream refused) also reach `refused`. */
-function probingOnRetry(observer: RequestObserver, refused: (u: Upstream) => void): RequestObserver {
-  return {
-    ...observer,
-    retry(listener, n) {
-      observer.retry(listener, n);
-      refused(listener === "comfy" ? "comfy" : "ollama");
-    },
-  };
 }
 
 /** A probe report that also updates what /healthz shows. */
@@ -266,7 +255,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         return fixedRetryAfter === "auto" ? estimator.retryAfterS(lock.snapshot().imageWaiting) : fixedRetryAfter;
       },
     },
-    observer: probingOnRetry(requestObserver(log, metrics), (u) => suspectDown(u)),
+    observer: requestObserver(log, metrics),
     idle: llmWatches,
     health,
     metrics: () => {
@@ -445,8 +434,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       pickUp();
     });
 
-  // A request that finds an upstream the last probe saw up refusing has the probe look again now,
-  // so /healthz and /readyz say "down" within a probe, not a HEALTH_INTERVAL, later.
+  // An image job that finds ComfyUI refusing while the last probe saw it up has the probe look
+  // again now, so /healthz and /readyz?class=image say "down" within a probe, not a HEALTH_INTERVAL,
+  // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
+  // upstream's restart into 502s.
   const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({

@@ -60,10 +60,12 @@ export interface ForwardOptions {
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
   /**
-   * The upstream is known to be down (its health probe said so): a refused connection is answered
-   * at once instead of retried for UPSTREAM_RETRY_TIMEOUT. One attempt is still made.
+   * Whether the upstream is known to be down (its health probe says so): a refused connection is
+   * then answered at once instead of retried for UPSTREAM_RETRY_TIMEOUT. Asked at each failed
+   * attempt, not once on arrival: a request that came before the probe's verdict (just after start,
+   * or just after the upstream died) stops retrying as soon as the probe has found it down.
    */
-  knownDown?: boolean;
+  knownDown?: () => boolean;
   /** Ends the client's connection silently when the upstream breaks off a body (h1-pool.ts). */
   cutClient?: () => void;
   /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
@@ -202,7 +204,7 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
       if (watch?.reason) throw new IdleTimeoutError(watch.reason);
       const reason = describeFetchError(err);
       if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
-      if (opts.knownDown) return { ok: false, reason: `${reason}; not retried: the health probe finds it down` };
+      if (opts.knownDown?.()) return { ok: false, reason: `${reason}; not retried: the health probe finds it down` };
       const now = performance.now();
       giveUpAt ??= now + retry.retryTimeoutMs;
       if (now >= giveUpAt) {
