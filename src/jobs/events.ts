@@ -51,7 +51,7 @@ export type ImageJobEvent =
       error?: string;
     }
   /** The job's end; `gpuReleased` false when its image session goes on with other jobs. */
-  | { phase: "released"; jobId: number; promptId?: string; outcome: JobOutcome; heldMs: number; gpuReleased: boolean }
+  | { phase: "released"; jobId: number; promptId?: string; outcome: JobOutcome; heldMs: number; gpuReleased: boolean; reason?: string }
   | { phase: "session_ended"; jobs: number; durationMs: number }
   | { phase: "warmed"; model: string; durationMs: number; error?: string }
   | { phase: "warm_skipped"; model: string; reason: string };

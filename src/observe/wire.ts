@@ -204,6 +204,7 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
           job_ms: t.jobMs === undefined ? undefined : msField(t.jobMs),
           free_ms: t.freeMs === undefined ? undefined : msField(t.freeMs),
           held_ms: msField(e.heldMs),
+          reason: e.reason,
         });
         return;
       }

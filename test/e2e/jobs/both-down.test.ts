@@ -27,10 +27,13 @@ test("Ollama and ComfyUI both refuse: the job's 502 comes within UPSTREAM_RETRY_
   const job = submit(s.t, promptBody(newPromptId()));
   let answeredAt: number | undefined;
   void job.then(() => (answeredAt = performance.now()));
-  const readyz: string[] = [];
+  // Each answer, and whether ComfyUI's first refusal had been seen when it was asked: before it
+  // (the first attempt's few milliseconds) the card cannot know, and the job does hold it.
+  const readyz: { answer: string; afterRefusal: boolean }[] = [];
   while (answeredAt === undefined) {
+    const afterRefusal = warnLines(s.t, "ComfyUI unavailable, retrying").length > 0;
     const r = await fetch(`${s.t.comfyUrl}/readyz?class=image`);
-    readyz.push(`${r.status} ${((await r.json()) as { reason: string }).reason}`);
+    readyz.push({ answer: `${r.status} ${((await r.json()) as { reason: string }).reason}`, afterRefusal });
     await new Promise((r) => setTimeout(r, 10));
   }
   const res = await job;
@@ -45,14 +48,20 @@ test("Ollama and ComfyUI both refuse: the job's 502 comes within UPSTREAM_RETRY_
   expect(triedMs).toBeGreaterThanOrEqual(RETRY_MS);
   expect(triedMs).toBeLessThanOrEqual(answeredAt - t0);
 
-  // Never "busy with an image job": once the first refusal had the probe look again, "down".
-  expect(readyz.filter((r) => r.startsWith("429"))).toEqual([]);
-  expect(readyz.at(-1)).toBe("503 upstream_down");
+  // Never "busy with an image job" once ComfyUI refused: the refusal had the probe look again, "down".
+  const after = readyz.filter((r) => r.afterRefusal).map((r) => r.answer);
+  expect(after.filter((a) => a.startsWith("429"))).toEqual([]);
+  expect(after.filter((a) => a === "503 upstream_down").length).toBeGreaterThan(after.length / 2);
+  expect(after.at(-1)).toBe("503 upstream_down");
   expect(s.t.health().upstreams).toEqual({ ollama: "down", comfy: "down" });
   // Each attempt's unload ended at Ollama's refusal, and the log says why.
   expect(warnLines(s.t, "Ollama unload not confirmed")).toEqual([]);
   expect(s.t.logLines.some((l) => l.includes("Ollama not running (refused on this machine), nothing to unload"))).toBe(true);
   await s.t.settled();
+  // Reaching UPSTREAM_RETRY_TIMEOUT is in the job's one summary line, which the default level shows.
+  const summary = s.t.logLines.filter((l) => l.includes("upstream_error; GPU released"));
+  expect(summary).toHaveLength(1);
+  expect(summary[0]).toContain("gave up after trying for");
   expect(s.t.lock.state).toBe("idle");
   expect(s.gpu.overlaps()).toEqual([]);
 }, 20_000);
