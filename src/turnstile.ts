@@ -301,7 +301,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
-    withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), withExtra((e) => void (e.phase === "retrying" && suspectDown("comfy")), opts.onJobEvent)),
+    withExtra((e) => {
+      if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
+      // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
+      if (e.phase === "retrying") suspectDown("comfy");
+    }, opts.onJobEvent),
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();

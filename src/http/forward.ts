@@ -66,7 +66,7 @@ export interface ForwardOptions {
    * or just after the upstream died) stops retrying as soon as the probe has found it down.
    */
   knownDown?: () => boolean;
-  /** Ends the client's connection silently when the upstream breaks off a body (h1-pool.ts). */
+  /** Ends the client's connection silently when the upstream breaks off a body before Bun first pulled it (h1-pool.ts). */
   cutClient?: () => void;
   /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
   watchBody?: (chunk: Uint8Array) => void;
