@@ -27,7 +27,7 @@ import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
-import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
@@ -194,6 +194,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
+  // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
+  if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
@@ -299,7 +301,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
-    withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
+    withExtra((e) => {
+      if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
+      // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
+      if (e.phase === "retrying") suspectDown("comfy");
+    }, opts.onJobEvent),
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
@@ -421,6 +427,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       });
     });
 
+  // An image job that finds ComfyUI refusing while the last probe saw it up has the probe look
+  // again now, so /healthz and /readyz?class=image say "down" within a probe, not a HEALTH_INTERVAL,
+  // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
+  // upstream's restart into 502s.
+  const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,

@@ -39,6 +39,8 @@ export interface HealthMonitor {
    * request meets an upstream not probed yet); each probe is bounded by `timeoutMs`.
    */
   reported: Promise<void>;
+  /** One round as soon as the one running ends (a request found an upstream refusing); never more than one queued. */
+  probeNow(): void;
   stop(): void;
 }
 
@@ -72,11 +74,20 @@ export function startHealthMonitor(opts: {
   // The first round starts with the listeners: the start's answers wait for it (`reported`).
   let running: Promise<void> = round();
   const first = running;
-  // HEALTH_INTERVAL=0: probe once at start only.
-  if (opts.intervalMs <= 0) return { first, reported, stop: () => {} };
+  let queued = false;
+  const probeNow = () => {
+    if (queued) return;
+    queued = true;
+    running = running.then(() => {
+      queued = false;
+      return round();
+    });
+  };
+  // HEALTH_INTERVAL=0: probe once at start only (and when a request finds an upstream refusing).
+  if (opts.intervalMs <= 0) return { first, reported, probeNow, stop: () => {} };
   const timer = setInterval(() => {
     running = running.then(round);
   }, opts.intervalMs);
   timer.unref();
-  return { first, reported, stop: () => clearInterval(timer) };
+  return { first, reported, probeNow, stop: () => clearInterval(timer) };
 }

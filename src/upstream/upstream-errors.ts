@@ -50,6 +50,15 @@ export function isNoAnswer(err: unknown): boolean {
   return code === "ETIMEDOUT" || code === "ConnectionTimeout" || code === "EAI_AGAIN";
 }
 
+/**
+ * A connection refused (a TCP reset to the SYN): nothing listens at that address. Not a timeout,
+ * a reset of an open connection, or a name that did not resolve: those leave a process possible.
+ */
+export function isConnectionRefused(err: unknown): boolean {
+  const code = errorCode(err);
+  return (code === "ECONNREFUSED" || code === "ConnectionRefused") && (!(err instanceof UpstreamError) || err.beforeConnect);
+}
+
 /** One short human reason for logs and 502 bodies, never a stack. */
 export function describeFetchError(err: unknown): string {
   const code = errorCode(err);
