@@ -19,7 +19,6 @@ export interface ClientConfigOptions {
   execPath?: string;
   /** the installed service; default: read from the unit or the service manager */
   installedService?: () => InstalledService | null;
-  exists?: (path: string) => boolean;
 }
 
 export interface ClientConfig {
@@ -31,7 +30,6 @@ export interface ClientConfig {
 /** Loads the client's config (ConfigError as loadConfig throws it, with the file's origin added). */
 export function loadClientConfig(o: ClientConfigOptions): ClientConfig {
   const execPath = o.execPath ?? configAnchor();
-  const exists = o.exists ?? existsSync;
   let path: string | undefined;
   let why: string;
   if (o.configPath) why = "given with --config";
@@ -40,7 +38,7 @@ export function loadClientConfig(o: ClientConfigOptions): ClientConfig {
     why = "beside this binary";
     const service = (o.installedService ?? readInstalledService)();
     const beside = join(dirname(execPath), CONFIG_FILE_NAME);
-    if (service && (samePath(service.exe, execPath) || (!exists(beside) && exists(service.config)))) {
+    if (service && (samePath(service.exe, execPath) || (!existsSync(beside) && existsSync(service.config)))) {
       path = service.config;
       why = `the installed service's config: ${service.recordedIn}`;
     }

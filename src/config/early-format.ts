@@ -13,19 +13,18 @@ import type { Config } from "./types.ts";
 type LogFormat = Config["logFormat"];
 
 export function earlyLogFormat(opts: LoadOptions): LogFormat {
-  const valid = (text: string | undefined): LogFormat | undefined => {
-    const def = settingForKey("LOG_FORMAT");
-    return def && text ? (quickParse(def, text) as LogFormat | undefined) : undefined;
-  };
+  const def = settingForKey("LOG_FORMAT")!;
+  const keys = [def.key, ...(def.aliases ?? [])];
+  const valid = (text: string | undefined) => (text ? (quickParse(def, text) as LogFormat | undefined) : undefined);
   // Same precedence as loadConfig: a key beats its alias within one source, the environment beats the file.
-  for (const key of keysOf()) {
+  for (const key of keys) {
     const fromEnv = valid(opts.env[key]);
     if (fromEnv) return fromEnv;
   }
   try {
     const text = (opts.readFile ?? defaultReadFile)(chooseFile(opts).path);
     const entries = text === null ? [] : parseEnvFile(text, "config");
-    for (const key of keysOf()) {
+    for (const key of keys) {
       const fromFile = valid(entries.filter((e) => e.key === key).at(-1)?.value);
       if (fromFile) return fromFile;
     }
@@ -35,8 +34,3 @@ export function earlyLogFormat(opts: LoadOptions): LogFormat {
   return "text";
 }
 
-/** LOG_FORMAT first, then any alias the settings table gives it. */
-function keysOf(): string[] {
-  const def = settingForKey("LOG_FORMAT");
-  return def ? [def.key, ...(def.aliases ?? [])] : ["LOG_FORMAT"];
-}
