@@ -98,6 +98,35 @@ describe.skipIf(!NGINX)("nginx in front of two cards, from deploy/nginx.conf", (
     expect(other.map((x) => x.path)).toEqual([]);
   });
 
+  test("a chat whose client gives up while a card holds it is never run (nginx passes the abort on)", async () => {
+    await Promise.all(cards.map((c) => c.t.settled()));
+    for (const c of cards) c.ollama!.clearCalls();
+    let abandoned = 0;
+    const offs = cards.map((c) => c.t.lock.onEvent((e) => void (e.type === "abandoned" && e.kind === "llm" && abandoned++)));
+    try {
+      for (const c of cards) expect((await submit(c.t, promptBody(newPromptId(), { sim_job_ms: 2500 }))).status).toBe(200);
+      await until(() => cards.every((c) => c.t.lock.state === "image"), "both cards run an image job");
+      const gaveUp = new AbortController();
+      const outcome = fetch(`${nginx!.ollama}/api/chat`, {
+        method: "POST",
+        body: JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "anyone there?" }] }),
+        signal: gaveUp.signal,
+      }).then(
+        (r) => `answered ${r.status}`,
+        (e: unknown) => (e instanceof Error ? e.name : String(e)),
+      );
+      // Both cards refused it at once; error_page sent it to wait at one of them.
+      await until(() => cards.some((c) => c.t.lock.snapshot().llmWaiting > 0), "a card holds the chat");
+      setTimeout(() => gaveUp.abort(), 1000);
+      expect(await outcome).toBe("AbortError");
+      await until(() => abandoned > 0, "the card's turnstile gives the chat up");
+      await Promise.all(cards.map((c) => c.t.settled()));
+      expect(cards.map((c) => callsTo(c.ollama!.calls, "/api/chat").length)).toEqual([0, 0]);
+    } finally {
+      for (const off of offs) off();
+    }
+  }, 15_000);
+
   test("clients from one /24 (127.0.0.x) spread over both cards, and each client's calls stay on its card", async () => {
     await Promise.all(cards.map((c) => c.t.settled()));
     for (const c of cards) c.comfy!.clearCalls();
