@@ -3,7 +3,7 @@
  * person. The instance is found from the config's LISTEN_* (the Ollama listener when enabled),
  * or `--url`; ADMIN_TOKEN from the config is sent, so a remote instance shows client addresses.
  */
-import { ConfigError, loadConfig } from "../config/load.ts";
+import { ConfigError } from "../config/load.ts";
 import { parseListen } from "../config/listen.ts";
 import { redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
@@ -11,7 +11,7 @@ import type { StatusDoc } from "../status/model.ts";
 import { withScheme } from "../config/schema.ts";
 import { processorOf } from "../status/card.ts";
 import { hostName, isLoopbackBind, parseAllowedHosts } from "../proxy/host-guard.ts";
-import { configAnchor } from "./serve.ts";
+import { loadClientConfig, type ClientConfigOptions } from "./client-config.ts";
 import { followEvents } from "./follow-events.ts";
 
 export interface StatusCommandOptions {
@@ -105,7 +105,9 @@ function renderEvent(event: string, data: any): string | undefined {
  * The running instance to talk to (`--url`, else the config's LISTEN_*) and the headers that carry
  * the config's ADMIN_TOKEN. Undefined, with the reason on stderr, when neither can be had.
  */
-export function findInstance(opts: { configPath?: string; url?: string; env?: Record<string, string | undefined> }): { base: string; headers: Record<string, string> } | undefined {
+export function findInstance(
+  opts: { configPath?: string; url?: string; env?: Record<string, string | undefined> } & Pick<ClientConfigOptions, "execPath" | "installedService">,
+): { base: string; headers: Record<string, string> } | undefined {
   let base = opts.url?.replace(/\/+$/, "");
   if (base !== undefined && !/^https?:\/\/[^/]/i.test(base)) {
     const guess = withScheme(base);
@@ -114,7 +116,9 @@ export function findInstance(opts: { configPath?: string; url?: string; env?: Re
   }
   let token = "";
   try {
-    const config = loadConfig({ argvConfigPath: opts.configPath, env: opts.env ?? process.env, execPath: configAnchor() }).config;
+    const { loaded, said } = loadClientConfig({ ...opts, env: opts.env ?? process.env });
+    if (said) process.stderr.write(`gpu-turnstile: ${said}\n`);
+    const config = loaded.config;
     // The token goes only where this config's instance answers: its own address, loopback, or a
     // name ALLOWED_HOSTS lists. Sent to any other --url, it would give that host the card.
     if (base === undefined || carriesToken(base, config.allowedHosts)) token = config.adminToken;
