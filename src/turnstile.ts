@@ -32,6 +32,7 @@ import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
+import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { statusRoutes } from "./status/routes.ts";
@@ -189,12 +190,19 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
+    onTick: (changed) => cardRefresh.tick(changed),
   });
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
+  // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
+  const cardRefresh = new CardRefresh({
+    read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
+    busy: () => lock.state !== "idle",
+    nextExpiry: () => status.nextModelExpiry(),
+  });
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
   const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };

@@ -113,7 +113,11 @@ export type StatusEvent =
   | { type: "state"; data: { state: GpuState; from: GpuState; since: number } }
   | { type: "job"; data: ImageJobView | (RecentImageJob & { phase: "done" }) | (Omit<ImageJobView, "phase"> & { phase: "left" }) }
   | { type: "upstream"; data: { name: UpstreamName } & UpstreamView }
-  | { type: "lease"; data: LeaseEvent };
+  | { type: "lease"; data: LeaseEvent }
+  | { type: "card"; data: CardView };
+
+/** What the card holds as the upstreams last said: sent as `card` after every read of them. */
+export type CardView = Pick<StatusDoc, "models" | "models_at" | "comfy_memory">;
 
 /** LLM requests and session jobs listed in the status document and the `holders` event; the rest are counted. */
 export const MAX_LISTED = 100;
@@ -398,12 +402,34 @@ export class StatusModel {
   onModels(raw: readonly unknown[]): void {
     this.#models = residentModels(raw);
     this.#modelsAt = this.#now();
+    this.#emitCard();
   }
 
   /** Every good /system_stats answer. */
   onComfyStats(body: unknown): void {
     const m = comfyMemory(body);
-    if (m) this.#comfyMemory = { ...m, at: this.#now() };
+    if (!m) return;
+    this.#comfyMemory = { ...m, at: this.#now() };
+    this.#emitCard();
+  }
+
+  /** What the card holds (resident models, ComfyUI's memory), as last read. */
+  card(): CardView {
+    return { models: this.#models && this.#models.map((m) => ({ ...m })), models_at: this.#modelsAt, comfy_memory: this.#comfyMemory && { ...this.#comfyMemory } };
+  }
+
+  /** Epoch ms the first resident model's keep-alive ends, as the last /api/ps said; null when none does. */
+  nextModelExpiry(): number | null {
+    let first: number | null = null;
+    for (const m of this.#models ?? []) {
+      const at = m.expires_at === null ? NaN : Date.parse(m.expires_at);
+      if (!Number.isNaN(at) && (first === null || at < first)) first = at;
+    }
+    return first;
+  }
+
+  #emitCard(): void {
+    if (this.#listeners.size > 0) this.#emit({ type: "card", data: this.card() });
   }
 
   onUpstream(name: UpstreamName, up: boolean, detail: string): void {
@@ -429,9 +455,7 @@ export class StatusModel {
       state: this.#state,
       state_since: new Date(this.#spans[this.#spans.length - 1]!.from).toISOString(),
       now,
-      models: this.#models && this.#models.map((m) => ({ ...m })),
-      models_at: this.#modelsAt,
-      comfy_memory: this.#comfyMemory && { ...this.#comfyMemory },
+      ...this.card(),
       waiting,
       waiting_omitted,
       llm,
