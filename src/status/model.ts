@@ -106,6 +106,8 @@ export interface UpstreamView {
   version: string | null;
   /** Why it is down, when it is. */
   reason?: string;
+  /** Where it is (OLLAMA_URL, COMFY_URL), credentials masked. */
+  url?: string;
 }
 
 /** What subscribers hear as it happens (the SSE event names). */
@@ -179,6 +181,8 @@ export interface StatusModelOptions {
   /** CARD_NAME. Default "". */
   card?: string;
   upstreams: readonly UpstreamName[];
+  /** Each upstream's URL as the status may show it (credentials masked by the caller). */
+  upstreamUrls?: Partial<Record<UpstreamName, string>>;
   /** Wall clock, epoch ms. Default Date.now. */
   now?: () => number;
   /** How far back the state strip reaches. Default one hour. */
@@ -229,7 +233,7 @@ export class StatusModel {
     this.#retryAfterS = opts.retryAfterS ?? (() => 0);
     this.#leaseQueue = opts.leaseQueue ?? (() => []);
     this.#spans = [{ state: "idle", from: this.#now() }];
-    for (const u of opts.upstreams) this.#upstreams.set(u, { up: null, version: null });
+    for (const u of opts.upstreams) this.#upstreams.set(u, withUrl({ up: null, version: null }, opts.upstreamUrls?.[u]));
   }
 
   subscribe(listener: (e: StatusEvent) => void): () => void {
@@ -434,7 +438,7 @@ export class StatusModel {
 
   onUpstream(name: UpstreamName, up: boolean, detail: string): void {
     const before = this.#upstreams.get(name);
-    const view: UpstreamView = up ? { up, version: detail } : { up, version: before?.version ?? null, reason: detail };
+    const view = withUrl(up ? { up, version: detail } : { up, version: before?.version ?? null, reason: detail }, before?.url);
     this.#upstreams.set(name, view);
     if (before?.up === up && before.version === view.version) return;
     this.#emit({ type: "upstream", data: { name, ...view } });
@@ -574,6 +578,11 @@ export class StatusModel {
       }
     }
   }
+}
+
+function withUrl(view: UpstreamView, url: string | undefined): UpstreamView {
+  if (url !== undefined) view.url = url;
+  return view;
 }
 
 /**
