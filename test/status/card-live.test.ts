@@ -2,11 +2,14 @@
  * Issue 28 point 7: the card section is live. A model a chat loads, and its unload when its
  * keep-alive ends, reach a reader of /turnstile/events as `card` events within 2 s — with the
  * health probes an hour apart, so only the reads made for a watching page can have seen them.
+ * Waiters' reasons and estimates move with the card too (`holders`, each tick it changed).
  */
 import { afterEach, expect, test } from "bun:test";
 import type { GpuEvent } from "../../src/sim/index.ts";
 import { CardRefresh, EXPIRY_WATCH_MS } from "../../src/status/card-refresh.ts";
-import type { CardView } from "../../src/status/model.ts";
+import type { LockEvent } from "../../src/lock/index.ts";
+import { EventHub } from "../../src/status/events.ts";
+import { StatusModel, type CardView } from "../../src/status/model.ts";
 import { readSse } from "../../src/status/sse-read.ts";
 import { now } from "../../src/sim/clock.ts";
 import { postJson, startStack, until, type Stack } from "../e2e/jobs/helpers.ts";
@@ -101,4 +104,29 @@ test("a change, a busy card or a keep-alive just ended reads the card; a read on
   expiring.advance(EXPIRY_WATCH_MS + 1);
   expiring.r.tick(false);
   expect(expiring.reads()).toBe(1); // a model Ollama keeps listing long past its end is left to the probes
+});
+
+test("a waiter's reason and estimate reach a watching reader as they change, not only when it connects", async () => {
+  let estimate = 30;
+  const model = new StatusModel({ version: "v1", upstreams: [], retryAfterS: () => estimate });
+  const hub = new EventHub({ model, tickMs: 20 });
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: (req) => hub.connect(false, req.signal) });
+  const ctrl = new AbortController();
+  try {
+    const waiting: { reason: string; retry_after_s: number }[][] = [];
+    const res = await fetch(`http://127.0.0.1:${server.port}/`, { signal: ctrl.signal });
+    void (async () => {
+      for await (const e of readSse(res.body!)) if (e.event === "status" || e.event === "holders") waiting.push((e.data as { waiting: { reason: string; retry_after_s: number }[] }).waiting);
+    })().catch(() => {});
+    const chat = model.start("/api/chat", undefined);
+    await until(() => waiting.some((w) => w[0]?.retry_after_s === 30), "the waiter with its first estimate", 5000);
+    estimate = 12;
+    await until(() => waiting.some((w) => w[0]?.retry_after_s === 12), "the estimate moved", 5000);
+    model.onLock({ type: "transition", from: "idle", to: "image", snapshot: {} } as unknown as LockEvent);
+    await until(() => waiting.some((w) => w[0]?.reason === "an image session holds the card"), "the reason moved with the card", 5000);
+    model.end(chat);
+  } finally {
+    ctrl.abort();
+    server.stop(true);
+  }
 });
