@@ -44,7 +44,7 @@ import { agentLine, readiness } from "./balance/readiness.ts";
 import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
-import { pickUpAtStart, readCardAtStart } from "./jobs/adopt.ts";
+import { readAtStart } from "./jobs/adopt.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -390,8 +390,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
-  // Start-up, once the ports are ours: a lease the last run kept is taken again first, then
-  // ComfyUI's queue decides whether the GPU starts in image. Requests wait at the door meanwhile.
+  // Start-up, once the ports are ours: the start-up read (readAtStart: the upstreams' first probes,
+  // a kept lease, ComfyUI's work) decides the first answer. Requests wait at the door meanwhile.
   let pickUp!: () => void;
   const pickedUp = new Promise<void>((r) => (pickUp = r));
   // A balancer's agent check is answered at once, not held at the door: "drain" until the start has decided.
@@ -431,17 +431,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       });
     });
 
-  void (async () => {
-    const kept = leaseFile?.load();
-    if (kept) await steering.restore(kept);
-    if (imageJob) pickUpAtStart(await readCardAtStart(imageJob.comfy), imageJob, log);
-  })()
-    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
-    .finally(() => {
-      starting = false;
-      pickUp();
-    });
-
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,
@@ -458,6 +447,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // comes with its own probe, /system_stats).
     whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
   });
+
+  const restoreLease = async () => {
+    const kept = leaseFile?.load();
+    if (kept) await steering.restore(kept);
+  };
+  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, log, probeTimeoutMs: config.probeTimeoutMs })
+    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
+    .finally(() => {
+      starting = false;
+      pickUp();
+    });
 
   return {
     lock,

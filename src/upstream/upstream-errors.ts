@@ -38,6 +38,18 @@ export function isConnectPhaseError(err: unknown): boolean {
   return code !== undefined && CONNECT_PHASE_CODES.has(code);
 }
 
+/**
+ * No answer in time, as opposed to a definite one (refused, no such host, reset, an HTTP error):
+ * a timeout while connecting or waiting for the answer, or a temporary DNS failure. The upstream
+ * may well be running, only too busy to answer (SPEC "Restarts": the start fails closed on it).
+ */
+export function isNoAnswer(err: unknown): boolean {
+  const name = (err as { name?: unknown } | null)?.name;
+  if (name === "TimeoutError" || name === "AbortError") return true;
+  const code = errorCode(err);
+  return code === "ETIMEDOUT" || code === "ConnectionTimeout" || code === "EAI_AGAIN";
+}
+
 /** One short human reason for logs and 502 bodies, never a stack. */
 export function describeFetchError(err: unknown): string {
   const code = errorCode(err);
