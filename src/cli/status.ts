@@ -7,7 +7,7 @@ import { ConfigError, loadConfig } from "../config/load.ts";
 import { parseListen } from "../config/listen.ts";
 import { redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
-import type { StatusDoc } from "../status/model.ts";
+import type { CardView, StatusDoc } from "../status/model.ts";
 import { withScheme } from "../config/schema.ts";
 import { processorOf } from "../status/card.ts";
 import { hostName, isLoopbackBind, parseAllowedHosts } from "../proxy/host-guard.ts";
@@ -128,6 +128,12 @@ function holdersLine(data: any): string {
   return `llm ${data.llm.inflight} in flight, ${data.llm.waiting} waiting; image ${image.running ? `job ${image.running.job} ${image.running.phase}` : "none"}, ${image.queued} queued in ComfyUI, ${image.waiting ?? 0} waiting for the GPU${waiting ? `; ${waiting} waiting in all` : ""}`;
 }
 
+/** Ollama's resident models in one line (a `card` event says more often than they change). */
+function modelsLine(models: StatusDoc["models"]): string {
+  if (models === null) return "";
+  return `ollama models: ${models.length ? models.map((m) => `${m.name} (${processorOf(m)})`).join(", ") : "none"}`;
+}
+
 /** One line per event while watching. */
 function renderEvent(event: string, data: any): string | undefined {
   const t = clock();
@@ -204,6 +210,7 @@ async function watch(base: string, headers: Record<string, string>, opts: Status
   const signal = opts.signal ?? new AbortController().signal;
   let connections = 0;
   let lastHolders = "";
+  let lastModels = "";
   const end = await followEvents({
     url: `${base}/turnstile/events`,
     headers,
@@ -214,12 +221,20 @@ async function watch(base: string, headers: Record<string, string>, opts: Status
       if (event === "status") {
         const doc = data as StatusDoc;
         lastHolders = holdersLine(doc);
+        lastModels = modelsLine(doc.models);
         return out(connections === 1 ? renderStatus(doc) : `${clock()} back: GPU ${doc.state}; ${lastHolders}\n`);
       }
       if (event === "holders") {
         const line = holdersLine(data);
         if (line === lastHolders) return;
         lastHolders = line;
+      }
+      if (event === "card") {
+        // A load or an unload, not every read of the card.
+        const line = modelsLine((data as CardView).models);
+        if (line === lastModels || line === "") return;
+        lastModels = line;
+        return out(`${clock()} ${line}\n`);
       }
       out(renderEvent(event, data) ?? "");
     },

@@ -244,3 +244,19 @@ test("status --watch says in its own words that the connection was cut, not Bun'
   expect(err.join("")).toContain("lost the event stream (the connection was cut); reconnecting");
   expect(err.join("")).not.toContain("verbose");
 });
+
+test("status --watch shows a model loading and unloading as it happens, once each", async () => {
+  stack = await startStack({ ollama: { loadMs: 100, unloadMs: 50 }, comfy: false, env: { HEALTH_INTERVAL: "1h" } });
+  const { t } = stack;
+  const stop = new AbortController();
+  let watched = "";
+  const watching = statusCommand({ url: t.ollamaUrl, json: false, watch: true, env: {}, out: (s) => (watched += s), signal: stop.signal });
+  await until(() => watched.includes("GPU: idle"), "the first snapshot");
+  const chat = await fetch(`${t.ollamaUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", keep_alive: "1s", stream: false, messages: [{ role: "user", content: "hi" }] }) });
+  await chat.text();
+  await until(() => watched.includes("ollama models: llama3.2:latest (100% GPU)\n"), "the load", 5000);
+  await until(() => watched.includes("ollama models: none\n"), "the unload when its keep-alive ended", 10_000);
+  stop.abort();
+  expect(await watching).toBe(0);
+  expect(watched.match(/ollama models: llama3\.2:latest/g)).toHaveLength(1);
+}, 20_000);
