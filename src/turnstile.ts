@@ -313,7 +313,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     });
   }
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
     withExtra((e) => {
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
@@ -425,7 +425,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
   // upstream's restart into 502s.
   const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
-  const upstreamLog = upstreamHealthLogger(log, metrics);
+  const upstreamLog = upstreamHealthLogger(log, metrics, side.otherKinds);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama: tenants.llm,
     comfy: tenants.image,

@@ -45,6 +45,8 @@ export interface TenantSide {
   syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
   /** undefined when the LLM side has nothing to restore or owes nothing now. */
   restored?: () => Promise<void> | undefined;
+  /** The sides whose server is not the default kind, by upstream name, for the log's words. */
+  otherKinds: { ollama?: string; comfy?: string };
   /** ComfyUI's asynchronous jobs (jobs/image-job.ts), when IMAGE_KIND is comfyui. */
   imageJob?: ImageJobDeps;
 }
@@ -58,6 +60,10 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
     classifyLlm: llm && ((m, p) => llm.classify(m, p)),
     classifyImage: image && ((m, p) => image.classify(m, p)),
     releaseLlm,
+    otherKinds: {
+      ollama: llm && !(llm instanceof OllamaTenant) ? llm.label : undefined,
+      comfy: image && !(image instanceof ComfyTenant) ? image.label : undefined,
+    },
   };
   if (image) {
     const deps: SyncJobDeps = {
