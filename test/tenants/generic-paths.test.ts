@@ -143,6 +143,49 @@ describe("the synchronous image job", () => {
   });
 });
 
+describe("the image side's restore and interrupt", () => {
+  test("a restore that ran is released even when the job that opened the session left before it was sent", async () => {
+    const tt = start();
+    await tt.probed;
+    expect((await gen(tt)).status).toBe(200);
+    await tt.settled();
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+    // The next session restores the checkpoint first (slowly), and its only client leaves meanwhile.
+    fakes.image.reloadMs = 200;
+    const ac = new AbortController();
+    const answer = gen(tt, ac.signal).catch((e: unknown) => e);
+    await until(() => fakes.calls.includes("image POST /reload"), "the restore began");
+    ac.abort();
+    await answer;
+    await until(() => fakes.calls.filter((c) => c === "image POST /unload").length === 2, "the restored checkpoint released");
+    await tt.settled();
+    expect(fakes.calls.filter((c) => c === "image POST /gen").length).toBe(1);
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+    // The card is free for the LLM side, and nothing of the image side overlaps it.
+    expect((await chat(tt)).status).toBe(200);
+    expect(fakes.gpu.overlaps()).toEqual([]);
+  });
+
+  test("a client that leaves while another job of its session runs does not interrupt that job", async () => {
+    const tt = start();
+    await tt.probed;
+    fakes.image.genMs = 300;
+    const ac = new AbortController();
+    const first = gen(tt);
+    await until(() => fakes.image.generating, "the first generation started");
+    const second = gen(tt, ac.signal).catch((e: unknown) => e);
+    await until(() => fakes.calls.filter((c) => c === "image POST /gen").length === 2, "the second joined and was sent");
+    ac.abort();
+    await second;
+    const res = await first;
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ images: ["aGk="] });
+    await tt.settled();
+    expect(fakes.calls).not.toContain("image POST /interrupt");
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+  });
+});
+
 describe("a release answered as done that keeps the memory", () => {
   test("holds the card up to FREE_TIMEOUT, warns once, and the status says so", async () => {
     const tt = start({ FREE_TIMEOUT: "300ms", LOGLEVEL: "info" });
