@@ -183,6 +183,7 @@ export class FakeImageTenant implements ImageTenant {
   readonly label = "FakeImage";
   constructor(readonly base: URL) {}
   classify(method: string, path: string): WorkClass {
+    if (method === "GET" && path === "/gen-ws") return "image-sync"; // a generation over a websocket (SwarmUI's GenerateText2ImageWS)
     return method === "POST" && path === "/gen" ? "image-sync" : "pass";
   }
   async release(o: CallOptions): Promise<ReleaseCall> {

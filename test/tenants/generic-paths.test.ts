@@ -186,6 +186,19 @@ describe("the image side's restore and interrupt", () => {
   });
 });
 
+test("a websocket its tenant counts as GPU work is refused, not relayed without the lock", async () => {
+  const tt = start();
+  await tt.probed;
+  const upgrade = { upgrade: "websocket", connection: "Upgrade", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" };
+  const res = await fetch(`${tt.comfyUrl}/gen-ws`, { headers: upgrade });
+  expect(res.status).toBe(403);
+  expect(await res.text()).toContain("runs GPU work over a websocket");
+  expect(fakes.calls).not.toContain("image GET /gen-ws");
+  // Any other websocket is relayed as before (the fake has none: the upstream's own 404 comes back).
+  expect((await fetch(`${tt.comfyUrl}/ws`, { headers: upgrade })).status).not.toBe(403);
+  expect(fakes.calls).toContain("image GET /ws");
+});
+
 describe("a release answered as done that keeps the memory", () => {
   test("holds the card up to FREE_TIMEOUT, warns once, and the status says so", async () => {
     const tt = start({ FREE_TIMEOUT: "300ms", LOGLEVEL: "info" });
