@@ -44,9 +44,11 @@ describe("the synchronous image job", () => {
     await until(() => fakes.image.generating, "the generation started");
     expect(tt.lock.state).toBe("image");
     // Sleep, then the proof, then the job: never the job first.
-    expect(index("llm POST /sleep")).toBeGreaterThanOrEqual(0);
-    expect(index("llm POST /sleep")).toBeLessThan(index("llm GET /is_sleeping"));
-    expect(index("llm GET /is_sleeping")).toBeLessThan(index("image POST /gen"));
+    const slept = index("llm POST /sleep");
+    const proof = fakes.calls.indexOf("llm GET /is_sleeping", slept);
+    expect(slept).toBeGreaterThanOrEqual(0);
+    expect(proof).toBeGreaterThan(slept);
+    expect(proof).toBeLessThan(index("image POST /gen"));
     const res = await answer;
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ images: ["aGk="] });
@@ -197,6 +199,15 @@ test("a websocket its tenant counts as GPU work is refused, not relayed without 
   // Any other websocket is relayed as before (the fake has none: the upstream's own 404 comes back).
   expect((await fetch(`${tt.comfyUrl}/ws`, { headers: upgrade })).status).not.toBe(403);
   expect(fakes.calls).toContain("image GET /ws");
+});
+
+test("the status shows what another LLM kind holds, from its resident()", async () => {
+  // Loaded before the turnstile starts (a client that went to the server directly).
+  await fetch(`${fakes.llm.url}/v1/chat/completions`, { method: "POST", body: "{}" });
+  const tt = start();
+  await tt.probed;
+  await until(() => tt.status.card().models !== null, "the first read of the LLM side's residents");
+  expect(tt.status.card().models).toEqual([{ name: "fake-llm", size: 0, size_vram: 0, expires_at: null }]);
 });
 
 describe("a release answered as done that keeps the memory", () => {
