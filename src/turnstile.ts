@@ -448,7 +448,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const kept = leaseFile?.load();
     if (kept) await steering.restore(kept);
   };
-  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, log, probeTimeoutMs: config.probeTimeoutMs })
+  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, other: side.pickUpAtStart, log, probeTimeoutMs: config.probeTimeoutMs })
     .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
     .finally(() => {
       starting = false;
