@@ -195,6 +195,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
+  // Said when first seen (at start) and if ComfyUI comes back on another kind of device.
+  if (comfy) {
+    comfy.onSharedMemory = (device) =>
+      device
+        ? log.notice(`ComfyUI runs on ${device}: its memory is the system's, so its release after /free is not measured; the card is handed on once /free is answered and ComfyUI's queue is empty`, { device })
+        : log.notice("ComfyUI runs on a card with memory of its own: its release after /free is measured again");
+  }
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
   const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };

@@ -75,7 +75,8 @@ export function renderStatus(doc: StatusDoc): string {
       lines.push(`  ${m.name}  ${gib(m.size)}  ${processorOf(m)}  ${Number.isNaN(left) ? "" : left > 365 * 86_400_000 ? "forever" : `until ${dur(left)} from now`}`.trimEnd());
     }
   }
-  if (doc.comfy_memory) lines.push(`comfy memory: ${gib(doc.comfy_memory.used)} of ${gib(doc.comfy_memory.total)} in use (torch ${gib(doc.comfy_memory.torch_reserved)})`);
+  if (doc.comfy_memory?.shared) lines.push(`comfy memory: shared with the system (${doc.comfy_memory.shared}: not measured)`);
+  else if (doc.comfy_memory) lines.push(`comfy memory: ${gib(doc.comfy_memory.used)} of ${gib(doc.comfy_memory.total)} in use (torch ${gib(doc.comfy_memory.torch_reserved)})`);
   for (const [name, u] of Object.entries(doc.upstreams)) {
     lines.push(`${name}: ${u.up === null ? "not probed yet" : u.up ? `up ${u.version ?? ""}`.trimEnd() : `down: ${u.reason ?? "?"}`}`);
   }

@@ -350,6 +350,8 @@ async function queueEmptied(comfy: ComfyClient, boundMs: number, pollMs: number)
 interface FreeResult {
   vramBefore?: number;
   vramAfter?: number;
+  /** ComfyUI's device when its memory is the system's (cpu, mps, DirectML): nothing was measured. */
+  shared?: string;
   released: boolean;
   error?: string;
 }
@@ -361,8 +363,12 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
   let released = false;
   let error: string | undefined;
   try {
-    vramBefore = await comfy.torchReserved(settings.freeTimeoutMs).catch(() => undefined);
+    const before = await comfy.systemStats(settings.freeTimeoutMs).catch(() => undefined);
     await comfy.free(settings.freeTimeoutMs);
+    // The system's memory never drops after /free (api-facts R1): the release is done once /free
+    // is answered and ComfyUI has no job left, as waiting for a drop would only wait out FREE_TIMEOUT.
+    if (before?.shared !== undefined) return sharedRelease(comfy, before.shared);
+    vramBefore = before?.torchReserved;
     if (vramBefore === undefined) {
       error = "could not read /system_stats; VRAM release not verified";
     } else {
@@ -389,6 +395,12 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
         : describeFetchError(err);
   }
   return { vramBefore, vramAfter, released, error };
+}
+
+async function sharedRelease(comfy: ComfyClient, shared: string): Promise<FreeResult> {
+  const busy = await queuedJobs(comfy);
+  if (busy.length === 0) return { shared, released: true };
+  return { shared, released: false, error: `ComfyUI's queue still holds ${busy.length} job(s)` };
 }
 
 /** WARM_MODEL: reload the chat model once the GPU is idle. It loads a model, so it holds an LLM slot. */
