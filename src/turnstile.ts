@@ -5,6 +5,7 @@
  */
 import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
+import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
@@ -310,6 +311,18 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
+  const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
+  const live =
+    comfy &&
+    new ComfyLiveSocket({
+      base: comfy.base,
+      onNews: hear,
+      connectTimeoutMs: config.probeTimeoutMs,
+      backoffInitialMs: config.backoffInitialMs,
+      backoffMaxMs: config.backoffMaxMs,
+      onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
+    });
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
@@ -374,7 +387,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
-      observeWs: name === "comfy" ? (clientId, frame) => status.onComfyFrame(clientId, frame) : undefined,
+      observeWs:
+        name === "comfy"
+          ? (clientId, frame) => {
+              status.onComfyFrame(clientId, frame);
+              hear(comfyNews(frame));
+            }
+          : undefined,
       onWebsocket: (r) => {
         metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
@@ -414,6 +433,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
+    live?.stop();
     throw err;
   }
 
@@ -479,6 +499,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      live?.stop();
       steering.stop();
       agent?.stop(true);
       hub.closeAll();

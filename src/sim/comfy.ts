@@ -73,6 +73,8 @@ export interface ComfySim {
   checkpointLoads(): number;
   /** Open websocket clients. */
   sockets(): number;
+  /** The clientId of each open websocket client. */
+  socketIds(): string[];
   override(method: string, path: string, handler: OverrideHandler): () => void;
   clearCalls(): void;
   /**
@@ -248,6 +250,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     runningJob: () => life?.worker.running(),
     checkpointLoads: () => loadsBefore + (life?.worker.checkpointLoads ?? 0),
     sockets: () => life?.hub.size ?? 0,
+    socketIds: () => life?.hub.ids() ?? [],
     override: (method, path, handler) => log.override(method, path, handler),
     clearCalls: () => log.clear(),
     async crash() {
