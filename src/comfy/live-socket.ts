@@ -7,6 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { backoffDelays } from "../http/backoff.ts";
+import { basicAuth } from "../upstream/headers.ts";
 import { isRecord } from "../upstream/http.ts";
 
 /** What a frame from ComfyUI says: its queue changed, or a job ended (for its submitter). */
@@ -79,6 +80,7 @@ export class ComfyLiveSocket {
 
   stop(): void {
     this.#stopped = true;
+    this.#up = false;
     clearTimeout(this.#timer);
     this.#ws?.close(1000);
     this.#ws = undefined;
@@ -88,7 +90,9 @@ export class ComfyLiveSocket {
     if (this.#stopped) return;
     let ws: WebSocket;
     try {
-      ws = new WebSocket(liveSocketUrl(this.opts.base, this.clientId).href);
+      // Credentials in COMFY_URL go as a header, as on every other call; never in the URL.
+      const auth = basicAuth(this.opts.base);
+      ws = new WebSocket(liveSocketUrl(this.opts.base, this.clientId).href, (auth ? { headers: { authorization: auth } } : undefined) as unknown as string[]);
     } catch {
       return this.#retry();
     }

@@ -4,8 +4,9 @@
  */
 import { describe, expect, test } from "bun:test";
 import { deviceMemory } from "../../src/comfy/device-memory.ts";
-import { comfyNews, liveSocketUrl } from "../../src/comfy/live-socket.ts";
+import { ComfyLiveSocket, comfyNews, liveSocketUrl } from "../../src/comfy/live-socket.ts";
 import { Nudges } from "../../src/jobs/nudge.ts";
+import { startComfySim } from "../../src/sim/index.ts";
 import { fixtureText } from "../sim/helpers.ts";
 
 const device = (type: string, torch: number) => ({ devices: [{ name: type, type, index: null, vram_total: 25276157952, vram_free: 1, torch_vram_total: torch, torch_vram_free: 0 }] });
@@ -75,4 +76,26 @@ describe("Nudges.announce", () => {
     n.end("a");
     expect(n.announcedAt("a")).toBe(0);
   });
+});
+
+test("the live socket sends COMFY_URL's credentials as a header, hears queue changes, and stops for good", async () => {
+  const comfy = await startComfySim({ jobMs: 20 });
+  const news: string[] = [];
+  const base = new URL(comfy.url);
+  base.username = "me";
+  base.password = "s3cret";
+  const live = new ComfyLiveSocket({ base, onNews: (n) => news.push(n.kind), connectTimeoutMs: 1000, backoffInitialMs: 10, backoffMaxMs: 20 });
+  try {
+    const deadline = Date.now() + 5000;
+    while (!live.up && Date.now() < deadline) await Bun.sleep(5);
+    expect(live.up).toBe(true);
+    const ws = comfy.calls.find((c) => c.path === "/ws")!;
+    expect(ws.headers.authorization).toBe(`Basic ${btoa("me:s3cret")}`);
+    expect(ws.query).not.toContain("s3cret");
+    expect(news).toContain("queue"); // ComfyUI's greeting on connect
+  } finally {
+    live.stop();
+    await comfy.stop();
+  }
+  expect(live.up).toBe(false);
 });
