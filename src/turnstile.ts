@@ -34,6 +34,7 @@ import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
+import { parseTrustedProxies } from "./status/auth.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
@@ -264,6 +265,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       model: status,
       hub,
       adminToken: config.adminToken,
+      trustedProxies: parseTrustedProxies(config.trustedProxies),
       steering,
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
