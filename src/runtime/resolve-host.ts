@@ -4,12 +4,12 @@
  * seen), every address of every family. Bounded: a resolver that does not answer would otherwise
  * hold the start without a word.
  */
-import { lookup } from "node:dns/promises";
-
 /** The longest a start waits for the resolver for one upstream name; reaching it fails the start, said. */
 export const RESOLVE_TIMEOUT_MS = 5000;
 
 export async function resolveHost(name: string, timeoutMs = RESOLVE_TIMEOUT_MS): Promise<string[]> {
+  // Loaded at the first name: most upstreams are IP addresses, and every start pays for an import.
+  const { lookup } = await import("node:dns/promises");
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`no answer from the resolver within ${timeoutMs} ms`)), timeoutMs);
