@@ -27,7 +27,7 @@ import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
-import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
@@ -43,7 +43,7 @@ import { agentLine, readiness } from "./balance/readiness.ts";
 import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
-import { pickUpAtStart, readCardAtStart } from "./jobs/adopt.ts";
+import { readAtStart } from "./jobs/adopt.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -195,6 +195,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
+  // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
+  if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
@@ -301,7 +303,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
-    withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
+    withExtra((e) => {
+      if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
+      // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
+      if (e.phase === "retrying") suspectDown("comfy");
+    }, opts.onJobEvent),
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
@@ -382,8 +388,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
-  // Start-up, once the ports are ours: a lease the last run kept is taken again first, then
-  // ComfyUI's queue decides whether the GPU starts in image. Requests wait at the door meanwhile.
+  // Start-up, once the ports are ours: the start-up read (readAtStart: the upstreams' first probes,
+  // a kept lease, ComfyUI's work) decides the first answer. Requests wait at the door meanwhile.
   let pickUp!: () => void;
   const pickedUp = new Promise<void>((r) => (pickUp = r));
   // A balancer's agent check is answered at once, not held at the door: "drain" until the start has decided.
@@ -423,17 +429,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       });
     });
 
-  void (async () => {
-    const kept = leaseFile?.load();
-    if (kept) await steering.restore(kept);
-    if (imageJob) pickUpAtStart(await readCardAtStart(imageJob.comfy), imageJob, log);
-  })()
-    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
-    .finally(() => {
-      starting = false;
-      pickUp();
-    });
-
+  // An image job that finds ComfyUI refusing while the last probe saw it up has the probe look
+  // again now, so /healthz and /readyz?class=image say "down" within a probe, not a HEALTH_INTERVAL,
+  // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
+  // upstream's restart into 502s.
+  const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,
@@ -450,6 +450,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // comes with its own probe, /system_stats).
     whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
   });
+
+  const restoreLease = async () => {
+    const kept = leaseFile?.load();
+    if (kept) await steering.restore(kept);
+  };
+  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, log, probeTimeoutMs: config.probeTimeoutMs })
+    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
+    .finally(() => {
+      starting = false;
+      pickUp();
+    });
 
   return {
     lock,

@@ -120,7 +120,9 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
       case "unloaded":
         metrics.unloadSeconds.observe({}, e.durationMs / 1000);
         times(e.jobId).unloadMs += e.durationMs;
-        if (e.complete) {
+        if (e.notRunning) {
+          log.info(`image job ${e.jobId}: Ollama not running (refused on this machine), nothing to unload`, { job: e.jobId, reason: e.notRunning });
+        } else if (e.complete) {
           log.info(`image job ${e.jobId}: Ollama empty`, { job: e.jobId, unloaded: e.models.join(",") || "-", unload_ms: msField(e.durationMs) });
         } else {
           log.warn(`image job ${e.jobId}: Ollama unload not confirmed, continuing`, {
@@ -202,6 +204,7 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
           job_ms: t.jobMs === undefined ? undefined : msField(t.jobMs),
           free_ms: t.freeMs === undefined ? undefined : msField(t.freeMs),
           held_ms: msField(e.heldMs),
+          reason: e.reason,
         });
         return;
       }

@@ -283,7 +283,7 @@ function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefine
     clientIp,
     retry: deps.retry,
     // Open WebUI's model list must not hang for UPSTREAM_RETRY_TIMEOUT on an Ollama known to be down.
-    knownDown: deps.upstreamDown?.(),
+    knownDown: deps.upstreamDown,
     // An answer read whole here (held) must fail its read when cut, not wait for a client cut with it.
     cutClient: held ? undefined : cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
