@@ -9,8 +9,12 @@ import { changesModels, RemoteModels, type RemoteModelsLog, showAsker } from "./
 
 export interface NoGpuRule {
   decide(path: string, body: Uint8Array, scanned: string | undefined): NoGpuReason | undefined | Promise<NoGpuReason | undefined>;
-  /** For the listener's pass-through requests: a copy, create, pull or delete empties the kept answers. */
-  watchPass(method: string, path: string): { body(bytes: Uint8Array): void; answered(status: number): void } | undefined;
+  /**
+   * For the listener's pass-through requests: a copy, create, pull or delete empties the kept
+   * answers when it starts, when it is answered and when its answer ends (a create streams its
+   * progress: the model under its name changes only at its end).
+   */
+  watchPass(method: string, path: string): { body(bytes: Uint8Array): void; answered(status: number): void; ended(): void } | undefined;
 }
 
 export function noGpuRule(ollama: OllamaClient, log: RemoteModelsLog, askTimeoutMs: number): NoGpuRule {
@@ -24,7 +28,8 @@ export function noGpuRule(ollama: OllamaClient, log: RemoteModelsLog, askTimeout
     watchPass(method, path) {
       if (!changesModels(method, path)) return undefined;
       remote.changed();
-      return { body() {}, answered: () => remote.changed() };
+      const changed = () => remote.changed();
+      return { body() {}, answered: changed, ended: changed };
     },
   };
 }

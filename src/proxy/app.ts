@@ -299,7 +299,7 @@ function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefine
         (err: unknown) => answered(unreachable(deps, req, url, err instanceof Error ? err.message : String(err)), req.signal, deps.observer, info, t0),
       );
     }
-    return answered(result.response, req.signal, deps.observer, info, t0);
+    return answered(result.response, req.signal, deps.observer, info, t0, pass?.ended && { release: () => pass.ended!() });
   });
 }
 
