@@ -30,7 +30,7 @@ export function remoteModelName(name: string): string {
 
 /** The remote_* fields of a model's /api/tags and /api/show entries (none for a local model). */
 export function remoteFields(m: Model): Record<string, string> {
-  return m.cloud ? { remote_model: remoteModelName(m.name), remote_host: CLOUD_HOST } : {};
+  return m.cloud ? { remote_model: m.remoteModel ?? remoteModelName(m.name), remote_host: CLOUD_HOST } : {};
 }
 
 /** A stand-in catalog entry for a cloud model: it answers everything and occupies no VRAM. */

@@ -6,7 +6,7 @@ import { formatGoTime } from "./clock.ts";
 import type { SimGpu } from "./gpu.ts";
 import { countTokens, findModel, type Model, normalizeName, tokenAt } from "./ollama-models.ts";
 import { type Lease, Scheduler } from "./ollama-scheduler.ts";
-import { cloudModel, isCloudName } from "./ollama-cloud.ts";
+import { cloudModel, isCloudName, remoteModelName } from "./ollama-cloud.ts";
 import type { Timers } from "./timers.ts";
 
 export interface OllamaConfig {
@@ -58,7 +58,8 @@ export class OllamaCore {
     const m = this.find(source);
     if (!m) return false;
     this.remove(destination);
-    this.models.push({ ...m, name: normalizeName(destination), modifiedAt: this.gpu.now() });
+    const remoteModel = m.cloud ? (m.remoteModel ?? remoteModelName(m.name)) : undefined;
+    this.models.push({ ...m, name: normalizeName(destination), modifiedAt: this.gpu.now(), remoteModel });
     return true;
   }
 

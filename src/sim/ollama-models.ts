@@ -30,6 +30,8 @@ export interface ModelSpec {
 export interface Model extends Required<ModelSpec> {
   runnerContext: number;
   modifiedAt: number;
+  /** A cloud model's name on ollama.com (`remote_model`), kept by a copy under another name. */
+  remoteModel?: string;
 }
 
 export const DEFAULT_MODELS: ModelSpec[] = [

@@ -51,6 +51,9 @@ describe("cloud models", () => {
     expect((await fetch(`${s.url}/api/delete`, { method: "DELETE", body: JSON.stringify({ model: "llama3.2:8b-cloud" }) })).status).toBe(200);
     expect((await fetch(`${s.url}/api/delete`, { method: "DELETE", body: JSON.stringify({ model: "llama3.2:8b-cloud" }) })).status).toBe(404);
     expect((await post(`${s.url}/api/copy`, { source: "nope", destination: "x" })).status).toBe(404);
+    // A copy of a cloud model is remote under any name, and says where it runs.
+    expect((await post(`${s.url}/api/copy`, { source: "gpt-oss:120b-cloud", destination: "my-assistant" })).status).toBe(200);
+    expect(await show("my-assistant")).toMatchObject({ remote_model: "gpt-oss:120b", remote_host: "https://ollama.com:443" });
   });
 
   test("a local model with -cloud in its name but no tag is not a cloud model", async () => {
