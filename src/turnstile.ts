@@ -5,6 +5,7 @@
  */
 import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
+import { redactUrl } from "./config/redact.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
@@ -32,6 +33,7 @@ import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
+import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { parseTrustedProxies } from "./status/auth.ts";
@@ -177,7 +179,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
-  const status = new StatusModel({ version: opts.version, upstreams, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
+  const upstreamUrls = { ollama: config.ollamaUrl && redactUrl(config.ollamaUrl), comfy: config.comfyUrl && redactUrl(config.comfyUrl) };
+  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
   lock.onEvent((e) => status.onLock(e));
   const cardMetrics = createCardMetrics(metrics.registry, {
     // Exact counts: the status lists are cut at MAX_LISTED.
@@ -190,6 +193,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
+    onTick: (changed) => cardRefresh.tick(changed),
   });
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
@@ -198,6 +202,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
   if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
+  // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
+  const cardRefresh = new CardRefresh({
+    read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
+    busy: () => lock.state !== "idle",
+    nextExpiry: () => status.nextModelExpiry(),
+  });
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
   const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };

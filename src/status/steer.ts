@@ -141,7 +141,7 @@ export class Steering {
       await Promise.all(prompts.map((id) => stopJob(comfy, id, undefined, { stopTimeoutMs: settings.freeTimeoutMs, pollMs: settings.pollMs })));
     }
     // Plain values, so a log reader (and LOG_FORMAT=text) sees them as written.
-    this.#d.log.warn(`force-release by ${by}`, { client: by, lease: lease ?? "-", llm_cut: llmCut, jobs_interrupted: prompts.join(",") || "-", leases_cancelled: queued.length });
+    this.#d.log.warn(`force-release by ${by}`, { client: by, lease: lease ?? null, llm_cut: llmCut, jobs_interrupted: prompts.join(",") || null, leases_cancelled: queued.length });
     return { lease, llm_cut: llmCut, jobs_interrupted: prompts, leases_cancelled: queued.length };
   }
 
