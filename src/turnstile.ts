@@ -23,7 +23,7 @@ import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
-import { noGpuReason } from "./ollama/gpu-free.ts";
+import { noGpuRule } from "./ollama/no-gpu-rule.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
@@ -36,6 +36,7 @@ import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./obse
 import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
+import { parseTrustedProxies } from "./status/auth.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
@@ -276,6 +277,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       model: status,
       hub,
       adminToken: config.adminToken,
+      trustedProxies: parseTrustedProxies(config.trustedProxies),
       steering,
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
@@ -405,11 +407,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
-    const noGpu = ollama && ((path: string, body: Uint8Array, scanned: string | undefined) => noGpuReason(path, body, scanned, ollama.abilities));
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu });
+    const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
-      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });
+      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, nested });
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
