@@ -86,6 +86,8 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   let heldMs = 0;
   let everHeld = false;
   let reported = false;
+  // Why ComfyUI was never reached, for the job's summary line (the retries' give-up above all).
+  let failure: string | undefined;
 
   // Leaves the image session; idempotent. Between attempts (ComfyUI refused the connection) that
   // is all — unless this job is the session's last and ComfyUI ran others in it: then it frees
@@ -114,7 +116,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     }
     if (!everHeld || reported) return gpuReleased;
     reported = true;
-    emit({ phase: "released", jobId, promptId: sentId, outcome, heldMs, gpuReleased });
+    emit({ phase: "released", jobId, promptId: sentId, outcome, heldMs, gpuReleased, reason: failure });
     return gpuReleased;
   };
 
@@ -171,6 +173,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   }
 
   if (!result.ok) {
+    failure = result.reason;
     const outcome = noAnswer(sent!);
     await unanswered(outcome);
     if (outcome === "timeout") {
@@ -259,7 +262,7 @@ export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<v
   } catch (err) {
     r = { tried: [], complete: false, error: describeFetchError(err) };
   }
-  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error });
+  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error, notRunning: r.notRunning });
 }
 
 const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
