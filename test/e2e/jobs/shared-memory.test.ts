@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { now } from "../../../src/sim/clock.ts";
-import { callsTo, chat, newPromptId, promptBody, settledAt, startStack, submit, type Stack, until, warnLines } from "./helpers.ts";
+import { callsTo, chat, newPromptId, postJson, promptBody, settledAt, startStack, submit, type Stack, until, warnLines } from "./helpers.ts";
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -49,6 +49,26 @@ describe.each(["cpu", "mps"] as const)("ComfyUI on %s", (device) => {
     const doc = (await (await fetch(`${t.comfyUrl}/turnstile/status`)).json()) as { comfy_memory: { shared?: string } | null };
     expect(doc.comfy_memory?.shared).toBe(device);
   });
+});
+
+test("on cpu the card is not handed on while ComfyUI's queue still holds a job sent around the turnstile", async () => {
+  stack = await startStack({ comfy: { device: "cpu", jobMs: 200 }, env: ENV });
+  const { t, comfy, gpu } = stack;
+  const ours = await submit(t, promptBody(newPromptId()));
+  await ours.text();
+  await until(() => comfy!.runningJob() !== undefined, "our job to run");
+  // A client that talks to ComfyUI directly queues behind ours.
+  const stranger = await postJson(`${comfy!.url}/prompt`, promptBody(newPromptId()));
+  expect(stranger.status).toBe(200);
+  const answered = settledAt(chat(t, "llama3.2", AbortSignal.timeout(5000)).then((r) => r.text()));
+  await until(() => answered.done(), "the chat to be answered", 6000);
+  const [first, second] = comfy!.jobs();
+  // The stranger's job had ended by the time the chat got the card.
+  expect(second!.state).toBe("done");
+  expect(answered.at()!).toBeGreaterThan(second!.endedAt!);
+  expect(answered.at()! - second!.endedAt!).toBeLessThan(1500);
+  expect(first!.endedAt!).toBeLessThan(second!.endedAt!);
+  expect(gpu.overlaps()).toEqual([]);
 });
 
 test("a card of its own (cuda) still waits for the measured drop after /free", async () => {
