@@ -405,10 +405,10 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
  * FAST_FREE_POLL_MS (at most FREE_POLL_INTERVAL) for that first second, so the card is handed on
  * within tens of ms of the memory being back (issue 27's goal: 50 ms), then every FREE_POLL_INTERVAL.
  */
-export const FAST_FREE_POLL_MS = 20;
-export const FAST_FREE_WINDOW_MS = 1000;
-export function freePollDelay(pollMs: number, sinceFreeMs: number): number {
-  return sinceFreeMs < FAST_FREE_WINDOW_MS ? Math.min(pollMs, FAST_FREE_POLL_MS) : pollMs;
+const FAST_FREE_POLL_MS = 20;
+const FAST_FREE_WINDOW_MS = 1000;
+function freePollDelay(pollMs: number, sinceStartMs: number): number {
+  return sinceStartMs < FAST_FREE_WINDOW_MS ? Math.min(pollMs, FAST_FREE_POLL_MS) : pollMs;
 }
 
 async function sharedRelease(comfy: ComfyClient, shared: string): Promise<FreeResult> {
