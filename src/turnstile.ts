@@ -6,6 +6,7 @@
 import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
 import { redactUrl } from "./config/redact.ts";
+import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
@@ -202,6 +203,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
   if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
+  // Said when first seen (at start) and if ComfyUI comes back on another kind of device.
+  if (comfy) {
+    comfy.onSharedMemory = (device) =>
+      device
+        ? log.notice(`ComfyUI runs on ${device}: its memory is the system's, so its release after /free is not measured; the card is handed on once /free is answered and ComfyUI's queue is empty`, { device })
+        : log.notice("ComfyUI runs on a card with memory of its own: its release after /free is measured again");
+  }
   // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
   const cardRefresh = new CardRefresh({
     read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
@@ -321,6 +329,18 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
+  const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
+  const live =
+    comfy &&
+    new ComfyLiveSocket({
+      base: comfy.base,
+      onNews: hear,
+      connectTimeoutMs: config.probeTimeoutMs,
+      backoffInitialMs: config.backoffInitialMs,
+      backoffMaxMs: config.backoffMaxMs,
+      onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
+    });
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
@@ -385,7 +405,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
-      observeWs: name === "comfy" ? (clientId, frame) => status.onComfyFrame(clientId, frame) : undefined,
+      observeWs:
+        name === "comfy"
+          ? (clientId, frame) => {
+              status.onComfyFrame(clientId, frame);
+              hear(comfyNews(frame));
+            }
+          : undefined,
       onWebsocket: (r) => {
         metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
@@ -425,6 +451,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
+    live?.stop();
     throw err;
   }
 
@@ -495,6 +522,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      live?.stop();
       steering.stop();
       agent?.stop(true);
       hub.closeAll();

@@ -218,7 +218,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "freePollIntervalMs",
     default: "250ms",
     kind: "duration",
-    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back.",
+    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back (every 20 ms at most in the first second, when ComfyUI's worker usually unloads).",
   },
   {
     key: "PROBE_TIMEOUT",
