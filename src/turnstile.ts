@@ -29,6 +29,9 @@ import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
+import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
+import { formatBytes } from "./observe/units.ts";
+import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
@@ -270,6 +273,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       machineHost: steeringHost(config.allowedHosts),
     }),
     llmTracker: status,
+    inflater: new ZstdInflater(INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, {
+      full: (r) => log.warn("zstd request bodies wait for their turn to be inflated: the inflate budget is spoken for", { waiting: r.waiting, budget_bytes: r.budgetBytes }),
+    }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
   const readyzDeps: ReadyzDeps = {
     lock: () => lock.snapshot(),
@@ -373,6 +379,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
         else log.info(`websocket ${r.path} relayed`);
       },
+      onWsOverflow: (r) => log.warn(`websocket ${r.path} closed (1008): the client did not read what ComfyUI sent it (more than ${formatBytes(WS_CLIENT_BACKLOG_BYTES)} waiting)`, { backlog_bytes: r.backlogBytes }),
     }));
     serving = server;
     servers.push({ name, server });

@@ -18,6 +18,8 @@ export interface ListenerOptions {
   onWebsocket?: (r: { path: string; ok: boolean; reason?: string }) => void;
   /** Shown ComfyUI's text frames on relayed websockets. */
   observeWs?: (clientId: string | null, frame: string) => void;
+  /** A websocket client closed for not reading (ws-relay.ts WS_CLIENT_BACKLOG_BYTES). */
+  onWsOverflow?: (r: { path: string; backlogBytes: number }) => void;
 }
 
 export function startListener(opts: ListenerOptions): Server<RelayData> {
@@ -57,6 +59,7 @@ async function websocket(opts: ListenerOptions, req: Request, server: Server<Rel
     clientIp,
     connectTimeoutMs: opts.wsConnectTimeoutMs,
     observe: opts.observeWs,
+    onOverflow: opts.onWsOverflow && ((backlogBytes) => opts.onWsOverflow!({ path, backlogBytes })),
   });
   opts.onWebsocket?.({ path, ok: r.ok, reason: r.ok ? undefined : r.reason });
   if (r.ok) return undefined;
