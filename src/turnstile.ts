@@ -31,6 +31,7 @@ import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/hos
 import { IdleTicker } from "./http/idle-watch.ts";
 import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
 import { formatBytes } from "./observe/units.ts";
+import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
 import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
@@ -352,6 +353,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
+  const sweeps: (() => void)[] = [];
   let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
@@ -383,6 +385,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }));
     serving = server;
     servers.push({ name, server });
+    sweeps.push(
+      sweepIdleConnections(server, config.clientIdleTimeoutMs, (n) =>
+        log.info(`${name} listener closed ${n} client connection(s) idle for up to CLIENT_IDLE_TIMEOUT (${formatDuration(config.clientIdleTimeoutMs)})`, { closed: n }),
+      ),
+    );
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
@@ -414,6 +421,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
+    for (const stop of sweeps) stop();
     throw err;
   }
 
@@ -482,6 +490,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       steering.stop();
       agent?.stop(true);
       hub.closeAll();
+      for (const stop of sweeps) stop();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }

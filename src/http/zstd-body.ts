@@ -8,9 +8,12 @@
  *   stops there (a frame that declares a larger size is refused before any of it is inflated);
  * - across all requests: INFLATE_BUDGET_BYTES held inflated at once. A body reserves what it may
  *   inflate to (its declared size, else the per-body cap) before it starts, and waits its turn
- *   in arrival order when the budget is spoken for;
+ *   in arrival order when the budget is spoken for. The budget is one body at the cap: inflating
+ *   and reading run on the one JavaScript thread, so a second large body at once would only
+ *   double how long every other request waits, not finish sooner;
  * - in time: it inflates as a stream, a chunk per turn of the event loop, so /healthz and every
- *   other request are answered between two chunks.
+ *   other request are answered between two chunks. Reading the inflated body (one JSON.parse,
+ *   gpu-free.ts) is the one piece that is not cut: ~30 ms of CPU for 20 MiB (docs/BENCHMARKS.md).
  *
  * A frame that is cut short, or followed by bytes that are no frame, is refused with 400 before
  * inflating: zlib's decoder returns what it could of a truncated frame without an error, while
@@ -21,8 +24,11 @@ import { createZstdDecompress } from "node:zlib";
 /** Ollama's own cap on an inflated body (cloud_proxy.go maxDecompressedBodySize): it refuses anything larger. */
 export const MAX_INFLATED_BYTES = 20 << 20;
 
-/** Inflated bytes held at once across all requests: three bodies at Ollama's cap. */
-export const INFLATE_BUDGET_BYTES = 64 << 20;
+/** Inflated bytes held at once across all requests: one body at Ollama's cap, and room for small ones beside it. */
+export const INFLATE_BUDGET_BYTES = 24 << 20;
+
+/** A body that may inflate to more than this goes into the inflater's one reused buffer, when it is free. */
+const SLAB_FROM_BYTES = 1 << 20;
 
 /** One turn of the event loop inflates at most this much (measured: ~2.5 ms, docs/BENCHMARKS.md). */
 const CHUNK_BYTES = 256 << 10;
@@ -105,6 +111,13 @@ export class ZstdInflater {
   private used = 0;
   private readonly queue: Waiter[] = [];
   private saidFull = false;
+  /**
+   * Written again and again instead of a new 20 MiB buffer per body: fresh memory is paid for in
+   * page faults on every write (measured: the largest cost of a 20 MiB body before). It stays
+   * resident once a large body came, and is within the budget.
+   */
+  private slab: Uint8Array | undefined;
+  private slabFree = true;
 
   constructor(
     readonly budgetBytes = INFLATE_BUDGET_BYTES,
@@ -126,14 +139,18 @@ export class ZstdInflater {
     const need = frames.declared ?? limit;
     await this.reserve(need, signal);
     let released = false;
+    const useSlab = need > SLAB_FROM_BYTES && this.slabFree;
+    if (useSlab) this.slabFree = false;
     const release = () => {
       if (released) return;
       released = true;
+      if (useSlab) this.slabFree = true;
       this.used -= need;
       this.wake();
     };
     try {
-      const r = await inflateStream(bytes, need, frames.declared === undefined ? limit : undefined, signal);
+      const into = useSlab ? (this.slab ??= new Uint8Array(limit)).subarray(0, need) : new Uint8Array(need);
+      const r = await inflateStream(bytes, into, frames.declared === undefined ? limit : undefined, signal);
       if (!r.ok) release();
       return r.ok ? { ok: true, body: r.body, release } : r;
     } catch (err) {
@@ -187,14 +204,13 @@ function tooLarge(limit: number): Refusal {
 }
 
 /**
- * Inflates into `room` bytes. `limit` set: the body did not declare its size, and passing it is a
- * 413. Unset: it declared `room`, and inflating to more (a lying header) is a 400.
+ * Inflates into `out`. `limit` set: the body did not declare its size, and passing it is a 413.
+ * Unset: it declared `out`'s length, and inflating to more (a lying header) is a 400.
  */
-function inflateStream(bytes: Uint8Array, room: number, limit: number | undefined, signal: AbortSignal | undefined): Promise<{ ok: true; body: Uint8Array } | Refusal> {
+function inflateStream(bytes: Uint8Array, out: Uint8Array, limit: number | undefined, signal: AbortSignal | undefined): Promise<{ ok: true; body: Uint8Array } | Refusal> {
   return new Promise((resolve, reject) => {
     const z = createZstdDecompress({ chunkSize: CHUNK_BYTES });
-    // Zero-filled and untouched until written: only the pages the body fills are resident.
-    const out = new Uint8Array(room);
+    const room = out.length;
     let size = 0;
     let settled = false;
     const end = (r: { ok: true; body: Uint8Array } | Refusal | Error) => {
