@@ -386,7 +386,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     serving = server;
     servers.push({ name, server });
     sweeps.push(
-      sweepIdleConnections(server, config.clientIdleTimeoutMs, (n) =>
+      sweepIdleConnections(server, server.activity, config.clientIdleTimeoutMs, (n) =>
         log.info(`${name} listener closed ${n} client connection(s) idle for up to CLIENT_IDLE_TIMEOUT (${formatDuration(config.clientIdleTimeoutMs)})`, { closed: n }),
       ),
     );
