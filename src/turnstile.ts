@@ -30,7 +30,6 @@ import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
-import { formatBytes } from "./observe/units.ts";
 import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
 import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
@@ -381,7 +380,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
         else log.info(`websocket ${r.path} relayed`);
       },
-      onWsOverflow: (r) => log.warn(`websocket ${r.path} closed (1008): the client did not read what ComfyUI sent it (more than ${formatBytes(WS_CLIENT_BACKLOG_BYTES)} waiting)`, { backlog_bytes: r.backlogBytes }),
+      onWsOverflow: (r) => log.warn(`websocket ${r.path} closed (1008): the client did not read what ComfyUI sent it (more than ${WS_CLIENT_BACKLOG_BYTES >> 20} MiB waiting)`, { backlog_bytes: r.backlogBytes }),
     }));
     serving = server;
     servers.push({ name, server });
