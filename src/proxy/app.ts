@@ -461,6 +461,8 @@ async function readInflated(inflater: ZstdInflater, b: Uint8Array, signal: Abort
   const r = await inflater.inflate(b, signal);
   if (!r.ok) throw new BodyRefused(r.status, r.message);
   try {
+    // Reading a large body is one long piece of work: what waits for I/O (a /healthz) goes first.
+    if (r.body.length > 1 << 20) await new Promise((resolve) => setImmediate(resolve));
     read(r.body);
   } finally {
     r.release();
