@@ -1,6 +1,6 @@
 /**
- * The chaos run's abuser (issue 26), beside the usual traffic: zstd bodies that inflate to
- * megabytes (most naming a cloud model at their very end, some a local one, one a bomb, one cut
+ * The chaos run's abuser (issue 26), beside the usual traffic: zstd bodies of a few hundred bytes
+ * that inflate to megabytes (most naming a cloud model at their very end, some a local one, one a bomb, one cut
  * short), idle client connections, and /ws clients that never read. Meanwhile /healthz is asked
  * on both listeners; the slowest answer is reported.
  */
@@ -21,11 +21,30 @@ export interface AbuseReport {
 function inflating(size: number, model: string): Uint8Array {
   const head = '{"input":"';
   const tail = `","model":"${model}"}`;
-  return Bun.zstdCompressSync(head + "a".repeat(size - head.length - tail.length) + tail, { level: 19 });
+  return Bun.zstdCompressSync(head + "a".repeat(size - head.length - tail.length) + tail);
+}
+
+type Kind = AbuseReport["zstd"][number]["kind"];
+
+/**
+ * The bodies, made before the clock starts: compressing them would stall this process (and the
+ * turnstile in it) and be counted against /healthz. Each inflates to a few MiB: the simulated
+ * Ollama in this process inflates the ones forwarded too.
+ */
+export function abuseBodies(): [Kind, Uint8Array][] {
+  const cloud = inflating(4 << 20, "gpt-oss:120b-cloud");
+  const local = inflating(1 << 20, "llama3.2");
+  return [
+    ...Array.from({ length: 6 }, (): [Kind, Uint8Array] => ["cloud", cloud]),
+    ["local", local],
+    ["local", local],
+    ["bomb", Bun.zstdCompressSync(new Uint8Array(21 << 20))],
+    ["cut", cloud.subarray(0, cloud.length - 4)],
+  ];
 }
 
 /** Runs until `stop` resolves, then closes what it opened and reports. */
-export async function abuse(ollama: string, comfy: string, stop: Promise<unknown>): Promise<AbuseReport> {
+export async function abuse(ollama: string, comfy: string, bodies: [Kind, Uint8Array][], stop: Promise<unknown>): Promise<AbuseReport> {
   let stopped = false;
   void stop.finally(() => (stopped = true));
   const report: AbuseReport = { worstHealthzMs: 0, healthzAsked: 0, zstd: [], idleClosed: 0, idleOpened: 0 };
@@ -44,17 +63,6 @@ export async function abuse(ollama: string, comfy: string, stop: Promise<unknown
     }
   })();
 
-  const cloud = inflating(8 << 20, "gpt-oss:120b-cloud");
-  const local = inflating(2 << 20, "llama3.2");
-  const bomb = Bun.zstdCompressSync(new Uint8Array(64 << 20));
-  const cut = cloud.subarray(0, cloud.length - 4);
-  const bodies: [AbuseReport["zstd"][number]["kind"], Uint8Array][] = [
-    ...Array.from({ length: 6 }, () => ["cloud", cloud] as [AbuseReport["zstd"][number]["kind"], Uint8Array]),
-    ["local", local],
-    ["local", local],
-    ["bomb", bomb],
-    ["cut", cut],
-  ];
   const zstd = Promise.all(
     bodies.map(async ([kind, body]) => {
       const status = await fetch(`${ollama}/v1/responses`, { method: "POST", body: body as BodyInit, headers: { "content-type": "application/json", "content-encoding": "zstd" } })

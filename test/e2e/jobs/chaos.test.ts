@@ -6,7 +6,7 @@
  * - the GPU ledger shows no moment where Ollama and ComfyUI both held memory;
  * - every prompt ComfyUI accepted reached it exactly once, and every 200 the client saw is one;
  * - the turnstile ends idle, nothing in flight, nothing pending, every job reported once;
- * - an abuser beside the traffic (zstd bodies inflating to megabytes, idle connections, /ws
+ * - an abuser beside the traffic (zstd bodies inflating to megabytes, a bomb, a cut frame, idle connections, /ws
  *   clients that never read) leaves /healthz answering within 1 s and every body answered;
  * - and, so the ledger check is known to be able to fail, the same workload sent straight at the
  *   simulators does overlap.
@@ -26,7 +26,7 @@ import { mulberry32 } from "../../support/prng.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { freePort } from "../../support/dead-port.ts";
 import { type MainProcess, startMain } from "../../support/main-process.ts";
-import { abuse } from "./abuse-actor.ts";
+import { abuse, abuseBodies } from "./abuse-actor.ts";
 import { jobCounts, newPromptId, promptBody, type Stack, startStack, total, until } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -192,9 +192,10 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
       },
     });
     const ops = plan(SEED, OPS);
+    const bodies = abuseBodies();
     const work = runWorkload(ops, s.t.ollamaUrl, s.t.comfyUrl);
     // Beside the traffic, the abuser of issue 26 (abuse-actor.ts).
-    const abused = abuse(s.t.ollamaUrl, s.t.comfyUrl, work);
+    const abused = abuse(s.t.ollamaUrl, s.t.comfyUrl, bodies, work);
     const results = await work;
     const abuseReport = await abused;
     await s.t.settled();
