@@ -19,7 +19,7 @@ import { targetUrl } from "../http/forward.ts";
 import { upstreamRequestHeaders } from "../upstream/headers.ts";
 import { closeActionFor } from "./ws-close.ts";
 
-/** What may wait unsent for one side before the other side's reading is paused. */
+/** What may wait unsent for ComfyUI before the client's reading is paused. */
 export const RELAY_BACKLOG_BYTES = 16 * 1024 * 1024;
 /** What may wait unsent for a client before it is closed as one that does not read. */
 export const WS_CLIENT_BACKLOG_BYTES = 4 * 1024 * 1024;
