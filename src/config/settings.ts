@@ -142,6 +142,14 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "An LLM request that holds the GPU while no byte moves (request body, upstream answer, client reading) for this long is ended and its slot freed; the default leaves room for a large model loading before its first token; 0 = no limit.",
   },
   {
+    key: "CLIENT_IDLE_TIMEOUT",
+    field: "clientIdleTimeoutMs",
+    default: "1m",
+    kind: "duration",
+    allowZero: true,
+    doc: "Client connections with no request in flight (kept alive between requests) are closed this often, so idle sockets cannot pile up; a request waiting for the GPU, a stream and a /ws relay are never cut; 0 = never.",
+  },
+  {
     key: "LLM_BUSY_MODE",
     field: "llmBusyMode",
     default: "wait",

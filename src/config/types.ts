@@ -20,6 +20,7 @@ export interface Config {
   llmWaitTimeoutMs: number;
   /** 0 = no limit */
   llmIdleTimeoutMs: number;
+  clientIdleTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
   /** "auto" = estimated per answer (jobs/busy-estimate.ts) */

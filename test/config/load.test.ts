@@ -377,6 +377,7 @@ describe("describeConfig", () => {
       "IMAGE_SESSION_MAX=5m0s",
       "LLM_WAIT_TIMEOUT=10m0s",
       "LLM_IDLE_TIMEOUT=5m0s",
+      "CLIENT_IDLE_TIMEOUT=1m0s",
       "LLM_BUSY_MODE=wait",
       "LLM_BUSY_STATUS=503",
       "BUSY_RETRY_AFTER=auto",

@@ -17,6 +17,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   imageSessionMaxMs: "number",
   llmWaitTimeoutMs: "number",
   llmIdleTimeoutMs: "number",
+  clientIdleTimeoutMs: "number",
   llmBusyMode: "string",
   llmBusyStatus: "number",
   busyRetryAfterS: "number",
