@@ -47,9 +47,31 @@ const released = new WeakSet<ImageTenant>();
  * it): the session's end owes a release even if every job of the session left before being sent.
  */
 const owes = new WeakSet<ImageTenant>();
-/** Sync jobs that may have reached each image side and have not ended: its interrupt is not per job. */
-const inFlight = new WeakMap<ImageTenant, number>();
-const count = (t: ImageTenant, by: number) => inFlight.set(t, (inFlight.get(t) ?? 0) + by);
+/**
+ * One sync job at a time goes to each image side. It runs one at a time anyway (A1111's queue
+ * lock, one SwarmUI backend per card): waiting here, a job's JOB_TIMEOUT counts its own run, not
+ * its wait behind another, and the interrupt (never per job on A1111 or SwarmUI) stops only it.
+ */
+const turns = new WeakMap<ImageTenant, Promise<void>>();
+
+/** Waits for the image side's turn; the function gives it on. A client that goes while waiting gives its place on. */
+async function takeTurn(image: ImageTenant, signal: AbortSignal): Promise<() => void> {
+  const before = turns.get(image) ?? Promise.resolve();
+  let done!: () => void;
+  const mine = new Promise<void>((r) => (done = r));
+  turns.set(image, before.then(() => mine));
+  const gone = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+  });
+  try {
+    await Promise.race([before, gone]);
+  } catch (err) {
+    void before.then(done);
+    throw err;
+  }
+  return done;
+}
 
 export function handleSyncJob(req: Request, url: RequestTarget | undefined, clientIp: string | undefined, d: SyncJobDeps): Promise<Response> {
   const { emit, settings, image } = d;
@@ -74,18 +96,19 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     if (owes.has(image)) t.accepted();
     return t.leave(() => releaseImage(jobId, promptId, d));
   };
+  let giveTurn: (() => void) | undefined;
   const reach = (now: boolean) => {
-    if (now === reached) return;
     reached = now;
-    count(image, now ? 1 : -1);
+    if (now) return;
+    giveTurn?.();
+    giveTurn = undefined;
   };
 
   /** The job's end, once: stop what may still run, leave the session, report. */
   const finish = (outcome: JobOutcome, reason?: string): Promise<void> =>
     (finished ??= (async () => {
-      // Its interrupt stops whatever runs (A1111, SwarmUI): only when this job is the only one that
-      // may be running; otherwise the release's drain waits for the tenant's own work to end.
-      if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt && inFlight.get(image) === 1) {
+      // Its interrupt stops whatever runs (A1111, SwarmUI): this job, as it has the turn.
+      if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt) {
         await image.interrupt({ signal: AbortSignal.timeout(settings.probeTimeoutMs) }).catch(() => {});
       }
       // It may have run: the session's end owes the release (a retry's refused attempt does not).
@@ -108,9 +131,13 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     everHeld = true;
     emit({ phase: "acquired", jobId, waitedMs: t.waitedMs, joined: !t.opensSession });
     await t.ready();
-    if (req.signal.aborted) {
+    try {
+      req.signal.throwIfAborted();
+      giveTurn = await takeTurn(image, req.signal);
+      req.signal.throwIfAborted();
+    } catch (err) {
       void finish("client_gone");
-      throw req.signal.reason;
+      throw err;
     }
     // From here the attempt may reach the tenant; a retry (onRetry) says it did not.
     reach(true);

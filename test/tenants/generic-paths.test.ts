@@ -168,7 +168,7 @@ describe("the image side's restore and interrupt", () => {
     expect(fakes.gpu.overlaps()).toEqual([]);
   });
 
-  test("a client that leaves while another job of its session runs does not interrupt that job", async () => {
+  test("a client that leaves while its job waits behind another does not interrupt that one", async () => {
     const tt = start();
     await tt.probed;
     fakes.image.genMs = 300;
@@ -176,7 +176,7 @@ describe("the image side's restore and interrupt", () => {
     const first = gen(tt);
     await until(() => fakes.image.generating, "the first generation started");
     const second = gen(tt, ac.signal).catch((e: unknown) => e);
-    await until(() => fakes.calls.filter((c) => c === "image POST /gen").length === 2, "the second joined and was sent");
+    await until(() => tt.status.snapshot(false).image.jobs.length === 2, "the second joined the session");
     ac.abort();
     await second;
     const res = await first;
@@ -184,7 +184,27 @@ describe("the image side's restore and interrupt", () => {
     expect(await res.json()).toEqual({ images: ["aGk="] });
     await tt.settled();
     expect(fakes.calls).not.toContain("image POST /interrupt");
+    expect(fakes.calls.filter((c) => c === "image POST /gen").length).toBe(1);
     expect(fakes.gpu.holding("comfy")).toBe(false);
+  });
+
+  test("jobs of one session go one at a time, so JOB_TIMEOUT counts each job's own run", async () => {
+    const tt = start({ JOB_TIMEOUT: "500ms" });
+    await tt.probed;
+    fakes.image.genMs = 300;
+    const answers = await Promise.all([gen(tt), gen(tt), gen(tt)]);
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
+    await tt.settled();
+    expect(fakes.calls.filter((c) => c.endsWith("/gen"))).toEqual([
+      "image POST /gen",
+      "image done /gen",
+      "image POST /gen",
+      "image done /gen",
+      "image POST /gen",
+      "image done /gen",
+    ]);
+    // One session: one LLM hand-over, one image release.
+    expect(fakes.calls.filter((c) => c === "image POST /unload").length).toBe(1);
   });
 });
 
