@@ -13,7 +13,7 @@
  */
 import { errorResponse } from "../http/dialect.ts";
 import { forward, whenBodyDone, type Hold, type RequestTarget, type RetryPolicy } from "../http/forward.ts";
-import type { JobListener, JobOutcome } from "../jobs/events.ts";
+import type { JobEnd, JobListener, JobOutcome } from "../jobs/events.ts";
 import { takeJobId } from "../jobs/image-job.ts";
 import type { ImageSessions, SessionTicket } from "../jobs/session.ts";
 import type { JobTracker } from "../jobs/tracker.ts";
@@ -83,6 +83,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
   let acquiredAt = 0;
   let everHeld = false;
   let reached = false;
+  let sentAt = 0;
   let timedOut: AbortSignal | undefined;
   let finished: Promise<void> | undefined;
   let endTracking!: () => void;
@@ -112,7 +113,10 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
         await image.interrupt({ signal: AbortSignal.timeout(settings.probeTimeoutMs) }).catch(() => {});
       }
       // It may have run: the session's end owes the release (a retry's refused attempt does not).
-      if (reached) owes.add(image);
+      if (reached) {
+        owes.add(image);
+        emit({ phase: "finished", jobId, promptId, end: END_OF[outcome] ?? "error", durationMs: performance.now() - sentAt });
+      }
       reach(false);
       const gpuReleased = await giveBack();
       if (!everHeld) emit({ phase: "left", jobId });
@@ -141,6 +145,8 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     }
     // From here the attempt may reach the tenant; a retry (onRetry) says it did not.
     reach(true);
+    sentAt = performance.now();
+    emit({ phase: "started", jobId, promptId });
     // Held until the answer ends (below), not per attempt.
     return { release() {} };
   };
@@ -205,6 +211,9 @@ async function releaseImage(jobId: number, promptId: string, d: SyncJobDeps): Pr
   owes.delete(d.image);
   d.emit({ phase: "freed", jobId, promptId, durationMs: r.durationMs, vramAfter: r.vramAfter, released: r.released, error: r.error, lied: r.lied });
 }
+
+/** How a sync job's end reads in the job log and metrics (the `finished` phase of a followed job). */
+const END_OF: Partial<Record<JobOutcome, JobEnd>> = { completed: "success", failed: "error", timeout: "timeout", client_gone: "cancelled", upstream_error: "error" };
 
 /** Never aborts: no client waits on work picked up at start. */
 const NOBODY = new AbortController().signal;

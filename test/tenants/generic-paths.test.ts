@@ -65,6 +65,9 @@ describe("the synchronous image job", () => {
     expect(log).toContain("FakeLLM (LLM side) is up");
     expect(log).toContain("FakeImage (image side) is up");
     expect(log).not.toMatch(/Ollama|ComfyUI/);
+    // The status and the job log see it as any image job: started when sent, done with its outcome.
+    expect(log).toMatch(/image job \d+: prompt success/);
+    expect(tt.status.snapshot(false).recent[0]).toMatchObject({ outcome: "completed", prompt_id: "POST /gen" });
   });
 
   test("an LLM request waits while the job runs, and the LLM side is woken before it is sent", async () => {
