@@ -81,6 +81,10 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
     if (!(image instanceof ComfyTenant)) side.pickUpAtStart = () => pickUpSyncAtStart(deps, d.log);
   }
   if (image instanceof ComfyTenant) side.imageJob = comfyJobs(image.client, d, releaseLlm);
+  // WARM_MODEL loads an Ollama model after ComfyUI's jobs; said once rather than silently ignored.
+  if (c.warmModel && (side.otherKinds.ollama || side.otherKinds.comfy)) {
+    d.log.warn(`WARM_MODEL=${c.warmModel} is ignored: it warms Ollama after ComfyUI's jobs, and this turnstile runs ${llm?.label ?? "no LLM side"} with ${image?.label ?? "no image side"}`);
+  }
   if (llm?.restore) {
     const label = llm.label;
     const gate = new RestoreGate((o) => llm.restore!(o), c.unloadTimeoutMs, (r) => {

@@ -244,6 +244,12 @@ test("a generation running when the turnstile starts keeps the card until it end
   expect(tt.logLines.join("\n")).toContain("FakeImage runs 1 job(s) at start: the GPU stays image until it is released");
 });
 
+test("WARM_MODEL with another kind is said to be ignored, not silently dropped", async () => {
+  const tt = start({ WARM_MODEL: "llama3.2" });
+  await tt.probed;
+  expect(tt.logLines.join("\n")).toContain("WARM_MODEL=llama3.2 is ignored: it warms Ollama after ComfyUI's jobs, and this turnstile runs FakeLLM with FakeImage");
+});
+
 test("the status shows what another LLM kind holds, from its resident()", async () => {
   // Loaded before the turnstile starts (a client that went to the server directly).
   await fetch(`${fakes.llm.url}/v1/chat/completions`, { method: "POST", body: "{}" });
