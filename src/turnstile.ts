@@ -118,8 +118,14 @@ function bindOrSay<T>(key: string, listen: string, bind: () => T): T {
 function bindError(key: string, listen: string, err: unknown): BindError {
   const where = `${key} ${listen.trim()}`;
   switch ((err as { code?: unknown } | null)?.code) {
-    case "EADDRINUSE":
+    case "EADDRINUSE": {
+      // Bun says EADDRINUSE, too, for a host name it cannot bind (one that does not resolve, or not here).
+      const host = parseListen(listen).hostname;
+      if (host !== undefined && host !== "localhost" && !isIpLiteral(host)) {
+        return new BindError(`${where}: cannot listen: the port is in use (another gpu-turnstile?) or ${host} is not an address of this machine`);
+      }
       return new BindError(`${where} is already in use (another gpu-turnstile?)`);
+    }
     case "EACCES":
       return new BindError(`${where}: permission denied (ports below 1024 need privileges)`);
     case "EADDRNOTAVAIL":

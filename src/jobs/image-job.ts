@@ -366,8 +366,11 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
   let released = false;
   let error: string | undefined;
   try {
-    const before = await comfy.systemStats(settings.freeTimeoutMs).catch(() => undefined);
-    await comfy.free(settings.freeTimeoutMs);
+    // Every call gets only what is left of the one FREE_TIMEOUT: a ComfyUI that stops answering
+    // would otherwise hold the card for a whole FREE_TIMEOUT per call.
+    const remaining = () => Math.max(1, deadline - Date.now());
+    const before = await comfy.systemStats(remaining()).catch(() => undefined);
+    await comfy.free(remaining());
     // The system's memory never drops after /free (api-facts R1): the release is done once /free
     // is answered and ComfyUI has no job left, as waiting for a drop would only wait out FREE_TIMEOUT.
     if (before?.shared !== undefined) return sharedRelease(comfy, before.shared);
@@ -376,7 +379,7 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
       error = "could not read /system_stats; VRAM release not verified";
     } else {
       for (;;) {
-        vramAfter = await comfy.torchReserved(Math.max(1, deadline - Date.now()));
+        vramAfter = await comfy.torchReserved(remaining());
         if (vramReleased(vramBefore, vramAfter)) {
           released = true;
           break;
