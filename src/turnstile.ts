@@ -16,6 +16,7 @@ import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
 import { PromptIds } from "./jobs/prompt-ids.ts";
 import { SharedQueue } from "./jobs/queue-share.ts";
+import { HeldPrompts } from "./jobs/held-prompts.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -303,6 +304,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27).
+  const heldPrompts = new HeldPrompts();
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
@@ -319,6 +322,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges,
+    held: heldPrompts,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
@@ -397,9 +401,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
-    const heldImageJobs = () => lock.snapshot().imageWaiting + held.unsent;
+    const heldImageJobs = () => heldPrompts;
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);

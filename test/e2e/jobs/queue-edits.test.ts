@@ -110,12 +110,12 @@ describe("a job held for the GPU, in ComfyUI's /queue (issue 27 point 3)", () =>
     ["delete", (id: string) => ({ delete: [id] })],
     ["clear", () => ({ clear: true })],
   ] as const)("a %s through the turnstile removes it: never sent, its /prompt answered at once in ComfyUI's shape", async (_name, body) => {
-    s = await startStack({ ollama: { tokenDelayMs: 50, tokens: 400 }, comfy: { legacy: true } });
+    s = await startStack({ ollama: { tokenDelayMs: 25, tokens: 80 }, comfy: { legacy: true } });
     const id = newPromptId();
     const { c, job } = await heldBehindChat(s, id, "1");
     const edit = await editQueue(s.t.comfyUrl, body(id));
     expect(edit.status).toBe(200);
-    // Answered while the chat still holds the GPU (400 tokens at 50 ms: 20 s).
+    // Answered while the chat still holds the GPU (80 tokens at 25 ms: 2 s).
     const res = await job;
     expect(s.t.lock.state).toBe("llm");
     expect(res.status).toBe(400);
