@@ -17,6 +17,7 @@ import { Nudges } from "./jobs/nudge.ts";
 import { PromptIds } from "./jobs/prompt-ids.ts";
 import { SharedQueue } from "./jobs/queue-share.ts";
 import { HeldPrompts } from "./jobs/held-prompts.ts";
+import { JobStarts } from "./jobs/job-starts.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -298,8 +299,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       else if (e.from === "image" || e.from === "lease") handoff.arm();
     });
   }
+  // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
+  const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
@@ -323,6 +326,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     queue: new SharedQueue(comfy),
     nudges,
     held: heldPrompts,
+    starts: jobStarts,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,

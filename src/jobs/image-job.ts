@@ -22,6 +22,7 @@ import { captureHead, findNumber, findPromptId } from "./capture.ts";
 import type { JobEnd, JobListener, JobOutcome } from "./events.ts";
 import { awaitStubbornJob, followJob, stopJob } from "./follow.ts";
 import type { HeldPrompts } from "./held-prompts.ts";
+import type { JobStarts } from "./job-starts.ts";
 import type { Nudges } from "./nudge.ts";
 import { admitPrompt } from "./prompt-admission.ts";
 import { comfyKnows, type PromptIds } from "./prompt-ids.ts";
@@ -66,6 +67,8 @@ export interface ImageJobDeps {
   nudges?: Nudges;
   /** Prompts not yet sent, shown in ComfyUI's /queue; a queue edit may remove them (held-prompts.ts). */
   held?: HeldPrompts;
+  /** When jobs began running, kept under STATE_DIR for the jobs a restart picks up (job-starts.ts). */
+  starts?: JobStarts;
 }
 
 let nextJobId = 1;
