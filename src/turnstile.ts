@@ -307,8 +307,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
-  // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27).
-  const heldPrompts = new HeldPrompts();
+  // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27),
+  // numbered after every job ComfyUI has had (its last one is read when first needed).
+  const heldPrompts = new HeldPrompts(comfy && (() => comfy.lastNumber()));
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {

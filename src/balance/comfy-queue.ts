@@ -17,6 +17,8 @@ export const QUEUE_VIEW_PATHS: ReadonlySet<string> = new Set(["/queue", "/api/qu
 export interface HeldQueue {
   readonly size: number;
   items(top: number): string[];
+  /** Learns what numbering needs before the first answer that shows held jobs. */
+  prepare?(): Promise<void>;
 }
 
 /** A queue item is `[number, prompt_id, prompt, extra_data, outputs_to_execute, …]`. */
@@ -64,7 +66,7 @@ export function addHeldJobs(text: string, held: HeldQueue): string | undefined {
  */
 export async function withHeldJobs(res: Response, held: HeldQueue): Promise<Response> {
   if (held.size <= 0 || res.status !== 200 || res.body === null || res.headers.has("content-encoding")) return res;
-  const text = await res.text();
+  const [text] = await Promise.all([res.text(), held.prepare?.()]);
   const added = addHeldJobs(text, held);
   const headers = new Headers(res.headers);
   headers.delete("content-length");

@@ -97,6 +97,20 @@ export class ComfyClient {
     return { running: ids(body.queue_running), pending: ids(body.queue_pending), detail };
   }
 
+  /**
+   * The `number` of the job ComfyUI finished last (`GET /history?max_items=1`: its entry's
+   * `prompt[0]`), or undefined when it has no history. ComfyUI numbers jobs in the order sent.
+   */
+  async lastNumber(signal?: AbortSignal): Promise<number | undefined> {
+    const { status, text } = await callJson(this.base, "/history?max_items=1", { timeoutMs: this.callTimeoutMs, signal });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /history");
+    const body = parseJson(text);
+    if (!isRecord(body)) return undefined;
+    const entry = Object.values(body)[0];
+    const item = isRecord(entry) && Array.isArray(entry.prompt) ? entry.prompt : undefined;
+    return typeof item?.[0] === "number" ? item[0] : undefined;
+  }
+
   /** `GET /api/jobs/{id}` (C8): one read tells pending, running, or how the job ended. */
   async job(promptId: string, signal?: AbortSignal): Promise<JobLookup> {
     const path = `/api/jobs/${encodeURIComponent(promptId)}`;

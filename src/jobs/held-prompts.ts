@@ -34,6 +34,23 @@ export class HeldPrompts {
   /** In arrival order (a Map keeps insertion order): the order the lock grants them in. */
   readonly #held = new Map<string, Entry>();
   #highest = -1;
+  #learnt: Promise<void> | undefined;
+
+  /** `lastNumber`: the number of the job ComfyUI finished last (jobs sent before this process started). */
+  constructor(private readonly lastNumber?: () => Promise<number | undefined>) {}
+
+  /**
+   * Reads ComfyUI's last number once, before the first /queue answer shows held prompts; a failed
+   * read is tried again next time.
+   */
+  prepare(): Promise<void> {
+    if (!this.lastNumber) return Promise.resolve();
+    this.#learnt ??= this.lastNumber().then(
+      (n) => void (n !== undefined && this.sawNumber(n)),
+      () => void (this.#learnt = undefined),
+    );
+    return this.#learnt;
+  }
 
   /** Holds a prompt; `onDelete` runs when a queue edit removes it. */
   hold(promptId: string, bytes: Uint8Array, clientId: string | undefined, onDelete: () => void): HeldPrompt {

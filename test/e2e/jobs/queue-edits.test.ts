@@ -106,6 +106,24 @@ describe("a job held for the GPU, in ComfyUI's /queue (issue 27 point 3)", () =>
     expect(s.gpu.overlaps()).toEqual([]);
   });
 
+  test("numbered above the jobs ComfyUI ran before the turnstile started", async () => {
+    s = await startStack({
+      ollama: { tokenDelayMs: 20, tokens: 100 },
+      comfy: { legacy: true },
+      beforeStart: async ({ comfy }) => {
+        for (let i = 0; i < 3; i++) await (await postJson(`${comfy!.url}/prompt`, promptBody(newPromptId(), { sim_job_ms: 1 }))).text();
+        await until(() => comfy!.jobs().every((j) => j.state === "done"), "ComfyUI's own jobs done");
+      },
+    });
+    const id = newPromptId();
+    const { c, job } = await heldBehindChat(s, id, "1");
+    const q = await readQueue(s.t.comfyUrl);
+    expect(q.queue_pending.map((i) => i.slice(0, 2))).toEqual([[3, id]]);
+    await (await c).text();
+    await (await job).text();
+    await s.t.settled();
+  });
+
   test.each([
     ["delete", (id: string) => ({ delete: [id] })],
     ["clear", () => ({ clear: true })],
