@@ -21,6 +21,23 @@ export interface HeldQueue {
   prepare?(): Promise<void>;
 }
 
+/**
+ * The held prompts and, after them, one placeholder per GPU lease waiting at the lock (a lease has
+ * no prompt: it shows as `gpu-turnstile-lease-N` with an empty workflow), for the counters.
+ */
+export function withWaitingLeases(prompts: HeldQueue, leases: number): HeldQueue {
+  if (leases <= 0) return prompts;
+  return {
+    size: prompts.size + leases,
+    items(top) {
+      const own = prompts.items(top);
+      const after = own.length > 0 ? Number(/^\[(-?[\d.]+)/.exec(own[own.length - 1]!)![1]) : top;
+      return [...own, ...Array.from({ length: leases }, (_, i) => JSON.stringify([after + 1 + i, `gpu-turnstile-lease-${i + 1}`, {}, { gpu_turnstile: "GPU lease waiting" }, []]))];
+    },
+    prepare: prompts.prepare && (() => prompts.prepare!()),
+  };
+}
+
 /** A queue item is `[number, prompt_id, prompt, extra_data, outputs_to_execute, …]`. */
 function itemNumber(item: unknown): number {
   return Array.isArray(item) && typeof item[0] === "number" ? item[0] : -1;

@@ -1,6 +1,6 @@
 /** The balancer's views of one card, as pure functions (src/balance): readiness, the agent's line, ComfyUI's queue with held jobs. */
 import { describe, expect, test } from "bun:test";
-import { addHeldJobs } from "../../src/balance/comfy-queue.ts";
+import { addHeldJobs, withWaitingLeases } from "../../src/balance/comfy-queue.ts";
 import { HeldPrompts, topLevelMembers } from "../../src/jobs/held-prompts.ts";
 import { agentLine, readiness, readyzClass, readyzStatus } from "../../src/balance/readiness.ts";
 import type { GpuState } from "../../src/lock/types.ts";
@@ -75,6 +75,14 @@ describe("ComfyUI's queue with the jobs the turnstile holds", () => {
     expect(addHeldJobs("not json", three)).toBeUndefined();
     expect(addHeldJobs('{"error": "x"}', three)).toBeUndefined();
     expect(addHeldJobs('{"queue_pending": [], "queue_running": []}', three)).toBeUndefined();
+  });
+  test("a GPU lease waiting at the lock shows as a placeholder after the held prompts (it has no workflow)", () => {
+    const q = JSON.parse(addHeldJobs('{"queue_running": [[4, "r", {}, {}, []]], "queue_pending": []}', withWaitingLeases(holding([A, '{"prompt": {}}']), 1))!) as { queue_pending: unknown[][] };
+    expect(q.queue_pending).toEqual([
+      [5, A, {}, {}, []],
+      [6, "gpu-turnstile-lease-1", {}, { gpu_turnstile: "GPU lease waiting" }, []],
+    ]);
+    expect(JSON.parse(addHeldJobs(fixtureText("comfy-prompt-get.json"), withWaitingLeases(new HeldPrompts(), 2))!)).toEqual({ exec_info: { queue_remaining: 4 } });
   });
   test("a queue edit removes held prompts (not one already on its way to ComfyUI) and tells each", () => {
     const h = new HeldPrompts();
