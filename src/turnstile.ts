@@ -5,6 +5,8 @@
  */
 import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
+import { redactUrl } from "./config/redact.ts";
+import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
@@ -24,18 +26,20 @@ import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
-import { noGpuReason } from "./ollama/gpu-free.ts";
+import { noGpuRule } from "./ollama/no-gpu-rule.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
-import { hostGuard, hostName, isIpLiteral, parseAllowedHosts } from "./proxy/host-guard.ts";
+import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
+import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
+import { parseTrustedProxies } from "./status/auth.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
@@ -45,7 +49,7 @@ import { agentLine, readiness } from "./balance/readiness.ts";
 import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
-import { pickUpAtStart, readCardAtStart } from "./jobs/adopt.ts";
+import { readAtStart } from "./jobs/adopt.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -179,7 +183,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   metrics.attachLock(lock);
   lock.onEvent(lockLogger(log));
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
-  const status = new StatusModel({ version: opts.version, upstreams, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
+  const upstreamUrls = { ollama: config.ollamaUrl && redactUrl(config.ollamaUrl), comfy: config.comfyUrl && redactUrl(config.comfyUrl) };
+  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
   lock.onEvent((e) => status.onLock(e));
   const cardMetrics = createCardMetrics(metrics.registry, {
     // Exact counts: the status lists are cut at MAX_LISTED.
@@ -192,12 +197,28 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
+    onTick: (changed) => cardRefresh.tick(changed),
   });
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
+  // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
+  if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
+  // Said when first seen (at start) and if ComfyUI comes back on another kind of device.
+  if (comfy) {
+    comfy.onSharedMemory = (device) =>
+      device
+        ? log.notice(`ComfyUI runs on ${device}: its memory is the system's, so its release after /free is not measured; the card is handed on once /free is answered and ComfyUI's queue is empty`, { device })
+        : log.notice("ComfyUI runs on a card with memory of its own: its release after /free is measured again");
+  }
+  // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
+  const cardRefresh = new CardRefresh({
+    read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
+    busy: () => lock.state !== "idle",
+    nextExpiry: () => status.nextModelExpiry(),
+  });
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
   const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
@@ -267,6 +288,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       model: status,
       hub,
       adminToken: config.adminToken,
+      trustedProxies: parseTrustedProxies(config.trustedProxies),
       steering,
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
@@ -304,13 +326,29 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
-    withExtra((e) => void (handoff && e.phase === "warmed" && !e.error && handoff.loaded()), opts.onJobEvent),
+    withExtra((e) => {
+      if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
+      // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
+      if (e.phase === "retrying") suspectDown("comfy");
+    }, opts.onJobEvent),
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
   // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27),
   // numbered after every job ComfyUI has had (its last one is read when first needed).
   const heldPrompts = new HeldPrompts(comfy && (() => comfy.lastNumber()));
+  // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
+  const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
+  const live =
+    comfy &&
+    new ComfyLiveSocket({
+      base: comfy.base,
+      onNews: hear,
+      connectTimeoutMs: config.probeTimeoutMs,
+      backoffInitialMs: config.backoffInitialMs,
+      backoffMaxMs: config.backoffMaxMs,
+      onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
+    });
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
@@ -377,7 +415,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
-      observeWs: name === "comfy" ? (clientId, frame) => status.onComfyFrame(clientId, frame) : undefined,
+      observeWs:
+        name === "comfy"
+          ? (clientId, frame) => {
+              status.onComfyFrame(clientId, frame);
+              hear(comfyNews(frame));
+            }
+          : undefined,
       onWebsocket: (r) => {
         metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
@@ -390,8 +434,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
   };
-  // Start-up, once the ports are ours: a lease the last run kept is taken again first, then
-  // ComfyUI's queue decides whether the GPU starts in image. Requests wait at the door meanwhile.
+  // Start-up, once the ports are ours: the start-up read (readAtStart: the upstreams' first probes,
+  // a kept lease, ComfyUI's work) decides the first answer. Requests wait at the door meanwhile.
   let pickUp!: () => void;
   const pickedUp = new Promise<void>((r) => (pickUp = r));
   // A balancer's agent check is answered at once, not held at the door: "drain" until the start has decided.
@@ -399,11 +443,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
-    const noGpu = ollama && ((path: string, body: Uint8Array, scanned: string | undefined) => noGpuReason(path, body, scanned, ollama.abilities));
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu });
+    const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
-      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });
+      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, nested });
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
@@ -417,6 +461,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
+    live?.stop();
     throw err;
   }
 
@@ -431,17 +476,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       });
     });
 
-  void (async () => {
-    const kept = leaseFile?.load();
-    if (kept) await steering.restore(kept);
-    if (imageJob) pickUpAtStart(await readCardAtStart(imageJob.comfy), imageJob, log);
-  })()
-    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
-    .finally(() => {
-      starting = false;
-      pickUp();
-    });
-
+  // An image job that finds ComfyUI refusing while the last probe saw it up has the probe look
+  // again now, so /healthz and /readyz?class=image say "down" within a probe, not a HEALTH_INTERVAL,
+  // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
+  // upstream's restart into 502s.
+  const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama,
@@ -458,6 +497,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // comes with its own probe, /system_stats).
     whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
   });
+
+  const restoreLease = async () => {
+    const kept = leaseFile?.load();
+    if (kept) await steering.restore(kept);
+  };
+  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, log, probeTimeoutMs: config.probeTimeoutMs })
+    .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
+    .finally(() => {
+      starting = false;
+      pickUp();
+    });
 
   return {
     lock,
@@ -482,6 +532,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      live?.stop();
       steering.stop();
       agent?.stop(true);
       hub.closeAll();

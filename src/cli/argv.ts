@@ -57,6 +57,7 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
     { name: "once", value: false },
     { name: "without-turnstile", value: false },
     { name: "cards", value: true },
+    { name: "sims-only", value: false },
   ],
   config: [
     { name: "sample", value: false },

@@ -18,6 +18,19 @@ export interface FollowEventsOptions {
   retryMs?: number;
 }
 
+/**
+ * A failed or cut connection in a person's words. Bun's own messages point at a fetch option
+ * ("pass `verbose: true` in the second argument to fetch()") that nobody running the CLI can use.
+ */
+export function connectionFailure(err: unknown): string {
+  const code = err && typeof err === "object" && "code" in err ? String(err.code) : "";
+  if (code === "ECONNRESET" || code === "ConnectionClosed") return "the connection was cut";
+  if (code === "ECONNREFUSED" || code === "ConnectionRefused") return "connection refused";
+  if (code === "ETIMEDOUT" || code === "ConnectionTimeout") return "the connection timed out";
+  const msg = err instanceof Error ? err.message : String(err);
+  return msg.replace(/\s*For more information, pass `verbose: true`.*$/s, "").replace(/\s*Is the computer able to access the url\?$/, "") || "the connection failed";
+}
+
 export type FollowEnd = { ok: true } | { ok: false; reason: string };
 
 /**
@@ -48,7 +61,7 @@ export async function followEvents(opts: FollowEventsOptions): Promise<FollowEnd
       }
     } catch (err) {
       if (opts.signal.aborted) break;
-      reason = err instanceof Error ? err.message : String(err);
+      reason = connectionFailure(err);
     }
     if (!opened) return { ok: false, reason };
     if (!lost) opts.onLost?.(reason);

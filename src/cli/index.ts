@@ -133,8 +133,14 @@ const commands: Record<CommandName, CommandDef<any>> = {
       once: { type: "boolean", description: "exit after the summary instead of staying up for manual tries" },
       "without-turnstile": { type: "boolean", description: "run the same workload straight at the simulators" },
       cards: { type: "string", description: "2: two simulated cards behind HAProxy (deploy/haproxy.cfg; needs haproxy installed)" },
+      "sims-only": { type: "boolean", description: "only the simulated Ollama and ComfyUI, for a turnstile run by hand (prints how)" },
     },
     async run({ args }) {
+      if (args["sims-only"] === true) {
+        const { runSimsOnly } = await import("../demo/sims-only.ts");
+        process.exitCode = await runSimsOnly();
+        return;
+      }
       if (args.cards !== undefined && args.cards !== "1") {
         const { runCardsDemo } = await import("../demo/cards.ts");
         process.exitCode = await runCardsDemo({ cards: Number(args.cards), once: args.once === true });

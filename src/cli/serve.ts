@@ -4,17 +4,19 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { hostname, networkInterfaces, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { earlyLogFormat } from "../config/early-format.ts";
 import { ConfigError, describeConfig, loadConfig } from "../config/load.ts";
 import { withStateDir } from "../config/state-dir.ts";
 import { redactCredentials, redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
-import { createLogger, setLogger, type RootLogger } from "../observe/log.ts";
+import { createLogger, formatJsonLine, setLogger, type RootLogger } from "../observe/log.ts";
 import { settingsObject } from "../observe/startup.ts";
 import { claimCard, type CardClaim } from "../runtime/card-claim.ts";
 import { claimSocket, thisSystem } from "../runtime/claim-socket.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import { useColor } from "../runtime/color.ts";
 import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
+import { resolveHost } from "../runtime/resolve-host.ts";
 import type { ServiceHost } from "../service/index.ts";
 import { reportStatus } from "../service/notify-status.ts";
 import { BindError, startTurnstile, type Turnstile } from "../turnstile.ts";
@@ -66,7 +68,8 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
       if (process.platform === "win32" && isCompiled() && (await explainToExplorer(err.message, opts.configPath)) === "exit") {
         process.exit(1);
       }
-      await fatal(opts, [err.message, ...err.problems.slice(1).map((p) => `config error: ${p}`)]);
+      const format = earlyLogFormat({ argvConfigPath: opts.configPath, env, execPath: configAnchor() });
+      await fatal(opts, [err.message, ...err.problems.slice(1).map((p) => `config error: ${p}`)], format);
     }
     throw err;
   }
@@ -75,7 +78,7 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
   try {
     log = createLogger({ level: config.logLevel, format: config.logFormat, file: config.logFile || undefined, color: wantColor(env) });
   } catch (err) {
-    return fatal(opts, [`LOG_FILE: ${err instanceof Error ? err.message : String(err)}`]);
+    return fatal(opts, [`LOG_FILE: ${err instanceof Error ? err.message : String(err)}`], config.logFormat);
   }
   setLogger(log);
   const source = loaded.source.found ? loaded.source.path : `${loaded.source.path} (not found, using environment and defaults)`;
@@ -83,19 +86,22 @@ export async function loadOrExit(opts: ServeOptions): Promise<Loaded> {
 }
 
 /**
- * A start that cannot go on: one line per problem, exit 1. A Windows service has no stderr and
- * no log yet, so the lines also go to the service's default log file, where the installer points
- * operators (otherwise all they would see is "service-specific error 1").
+ * A start that cannot go on: one line per problem, exit 1, in the log's format (LOG_FORMAT=json:
+ * one JSON object a line, as the logger would write it, so a log shipper does not drop the one
+ * line that matters). A Windows service has no stderr and no log yet, so the lines also go to the
+ * service's default log file, where the installer points operators (otherwise all they would see
+ * is "service-specific error 1").
  */
-async function fatal(opts: ServeOptions, lines: string[]): Promise<never> {
-  for (const l of lines) process.stderr.write(`gpu-turnstile: ${redactCredentials(l)}\n`);
+async function fatal(opts: ServeOptions, lines: string[], format: Config["logFormat"]): Promise<never> {
+  const at = new Date();
+  const json = (l: string) => formatJsonLine(at, "error", `gpu-turnstile cannot start: ${redactCredentials(l)}`, []);
+  for (const l of lines) process.stderr.write(format === "json" ? json(l) : `gpu-turnstile: ${redactCredentials(l)}\n`);
   if (opts.host?.kind === "windows-service") {
     const { windowsLayout } = await import("../service/windows-install.ts");
     const file = windowsLayout(process.env).logFile;
     try {
       mkdirSync(dirname(file), { recursive: true });
-      const at = new Date().toISOString();
-      appendFileSync(file, lines.map((l) => `${at} ERROR gpu-turnstile cannot start: ${redactCredentials(l)}\n`).join(""));
+      appendFileSync(file, lines.map((l) => (format === "json" ? json(l) : `${at.toISOString()} ERROR gpu-turnstile cannot start: ${redactCredentials(l)}\n`)).join(""));
     } catch {
       // Nowhere left to say it; the SCM still gets exit code 1.
     }
@@ -168,6 +174,7 @@ async function claimOrExit(opts: ServeOptions, l: Loaded): Promise<CardClaim> {
       pid: process.pid,
       listening: [config.ollamaUrl && config.listenOllama, config.comfyUrl && config.listenComfy].filter((x) => x !== ""),
       machine: { name: hostname(), addresses: Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address)) },
+      resolve: resolveHost,
     });
     if (r.ok) return r.claim;
     problem = r.message;
@@ -176,7 +183,7 @@ async function claimOrExit(opts: ServeOptions, l: Loaded): Promise<CardClaim> {
     problem = `cannot check for another gpu-turnstile guarding the same upstreams: ${err instanceof Error ? err.message : String(err)}`;
   }
   if (config.logFile) log.error(problem);
-  return fatal(opts, [problem]);
+  return fatal(opts, [problem], config.logFormat);
 }
 
 export async function serve(opts: ServeOptions): Promise<Running> {
@@ -197,7 +204,7 @@ export async function serve(opts: ServeOptions): Promise<Running> {
     if (!(err instanceof BindError)) throw err;
     // One line and exit, before any banner: a double-started instance must be plain to see.
     if (config.logFile) log.error(err.message);
-    return fatal(opts, [err.message]);
+    return fatal(opts, [err.message], config.logFormat);
   }
   claim.listening = turnstile.listeners.map((b) => b.url);
   logStartup(l, notice);

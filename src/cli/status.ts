@@ -3,16 +3,16 @@
  * person. The instance is found from the config's LISTEN_* (the Ollama listener when enabled),
  * or `--url`; ADMIN_TOKEN from the config is sent, so a remote instance shows client addresses.
  */
-import { ConfigError, loadConfig } from "../config/load.ts";
+import { ConfigError } from "../config/load.ts";
 import { parseListen } from "../config/listen.ts";
 import { redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
-import type { StatusDoc } from "../status/model.ts";
+import type { CardView, StatusDoc } from "../status/model.ts";
 import { withScheme } from "../config/schema.ts";
 import { processorOf } from "../status/card.ts";
 import { hostName, isLoopbackBind, parseAllowedHosts } from "../proxy/host-guard.ts";
-import { configAnchor } from "./serve.ts";
-import { followEvents } from "./follow-events.ts";
+import { loadClientConfig, type ClientConfigOptions } from "./client-config.ts";
+import { connectionFailure, followEvents } from "./follow-events.ts";
 
 export interface StatusCommandOptions {
   configPath?: string;
@@ -50,36 +50,75 @@ function jobLine(j: Job, now: number): string {
   return parts.join(", ");
 }
 
+/** An empty value as people read it (JSON says null). */
+const NONE = "–";
+
+/** Rows under a header, each column as wide as its widest cell; the last column is not padded. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[], indent = "  "): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: readonly string[]) => indent + cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd();
+  return [line(header), ...rows.map((r) => line(r.map((c) => c || NONE)))];
+}
+
+const UPSTREAM_NAMES: Record<string, string> = { ollama: "Ollama", comfy: "ComfyUI" };
+
 /** The document as a few lines for a terminal. */
 export function renderStatus(doc: StatusDoc): string {
   const since = doc.now - Date.parse(doc.state_since);
-  const lines = [`GPU: ${doc.state} for ${dur(since)}   (gpu-turnstile ${doc.version})`];
-  for (const j of doc.image.jobs ?? []) {
+  const lines = [`card: ${doc.card || NONE}   (gpu-turnstile ${doc.version})`, `GPU: ${doc.state} for ${dur(since)}`];
+  const jobs = doc.image.jobs ?? [];
+  // Chats alone: their table first; an image job or a lease is what holds (or waits for) the whole card.
+  const chatsFirst = jobs.length === 0 && doc.lease === null;
+  if (chatsFirst) lines.push(...llmLines(doc));
+  for (const j of jobs) {
     lines.push(jobLine(j, doc.now));
     // LLM calls the job's own workflow made on LISTEN_OLLAMA_NESTED: part of the job, sharing its card.
     for (const r of j.nested ?? []) lines.push(`  nested ${r.path}${r.model ? ` ${r.model}` : ""}${r.client ? ` from ${r.client}` : ""} ${dur(r.age_ms)}`);
   }
-  if (doc.lease) lines.push(`lease: ${doc.lease.holder} (${doc.lease.id}), held ${dur(doc.lease.age_ms)}, ends in ${dur(doc.lease.expires_in_ms)} unless renewed`);
-  lines.push(`llm: ${doc.llm.inflight} in flight, ${doc.llm.waiting} waiting${doc.llm.waiting ? ` (oldest ${dur(doc.llm.oldest_wait_ms)})` : ""}`);
-  for (const r of doc.llm.requests) {
-    lines.push(`  ${r.retrying ? "retrying" : r.waiting ? "waits" : "holds"} ${r.path}${r.model ? ` ${r.model}` : ""}${r.client ? ` from ${r.client}` : ""} ${dur(r.age_ms)}`);
+  if (doc.lease) {
+    const l = doc.lease;
+    // `client` only reaches those who may steer (the token, or loopback): who took the card.
+    lines.push(`lease: ${l.holder} (${l.id})${l.client ? ` from ${l.client}` : ""}, held ${dur(l.age_ms)}, ends in ${dur(l.expires_in_ms)} unless renewed`);
   }
+  if (!chatsFirst) lines.push(...llmLines(doc));
   for (const w of doc.waiting ?? []) {
     const who = w.kind === "llm" ? `chat ${w.id}` : w.kind === "image" ? `image job ${w.id}` : `lease ${JSON.stringify(w.id)}`;
     lines.push(`waiting: ${who} ${w.reason}, for ${dur(doc.now - w.since)}, estimate ${w.retry_after_s}s${w.client ? `, from ${w.client}` : ""}`);
   }
   if (doc.models) {
-    lines.push(doc.models.length ? "ollama models:" : `ollama models: none (as /api/ps said ${dur(doc.now - doc.models_at!)} ago)`);
-    for (const m of doc.models) {
-      const left = m.expires_at ? Date.parse(m.expires_at) - doc.now : NaN;
-      lines.push(`  ${m.name}  ${gib(m.size)}  ${processorOf(m)}  ${Number.isNaN(left) ? "" : left > 365 * 86_400_000 ? "forever" : `until ${dur(left)} from now`}`.trimEnd());
+    if (doc.models.length === 0) lines.push(`ollama models: none (as /api/ps said ${dur(doc.now - doc.models_at!)} ago)`);
+    else {
+      lines.push(`ollama models (as /api/ps said ${dur(doc.now - doc.models_at!)} ago):`);
+      const until = (m: (typeof doc.models)[number]) => {
+        const left = m.expires_at ? Date.parse(m.expires_at) - doc.now : NaN;
+        return Number.isNaN(left) ? "" : left > 365 * 86_400_000 ? "forever" : `${dur(left)} from now`;
+      };
+      lines.push(...table(["model", "size", "processor", "until"], doc.models.map((m) => [m.name, gib(m.size), processorOf(m), until(m)])));
     }
   }
-  if (doc.comfy_memory) lines.push(`comfy memory: ${gib(doc.comfy_memory.used)} of ${gib(doc.comfy_memory.total)} in use (torch ${gib(doc.comfy_memory.torch_reserved)})`);
-  for (const [name, u] of Object.entries(doc.upstreams)) {
-    lines.push(`${name}: ${u.up === null ? "not probed yet" : u.up ? `up ${u.version ?? ""}`.trimEnd() : `down: ${u.reason ?? "?"}`}`);
+  lines.push(...comfyMemoryLines(doc.comfy_memory));
+  const upstreams = Object.entries(doc.upstreams);
+  if (upstreams.length > 0) {
+    const state = (u: (typeof upstreams)[number][1]) => (u.up === null ? "not probed yet" : u.up ? "up" : "down");
+    lines.push("upstreams:", ...table(["upstream", "state", "version", "url", "reason"], upstreams.map(([name, u]) => [UPSTREAM_NAMES[name] ?? name, state(u), u.version ?? "", u.url ?? "", u.up === false ? (u.reason ?? "?") : ""])));
   }
   return lines.join("\n") + "\n";
+}
+
+/** The LLM side: the counts, then each request holding or waiting. */
+function llmLines(doc: StatusDoc): string[] {
+  const lines = [`llm: ${doc.llm.inflight} in flight, ${doc.llm.waiting} waiting${doc.llm.waiting ? ` (oldest ${dur(doc.llm.oldest_wait_ms)})` : ""}`];
+  for (const r of doc.llm.requests) {
+    lines.push(`  ${r.retrying ? "retrying" : r.waiting ? "waits" : "holds"} ${r.path}${r.model ? ` ${r.model}` : ""}${r.client ? ` from ${r.client}` : ""} ${dur(r.age_ms)}`);
+  }
+  return lines;
+}
+
+/** ComfyUI's memory as /system_stats last said (ComfyMemory in src/status/card.ts). */
+function comfyMemoryLines(mem: StatusDoc["comfy_memory"]): string[] {
+  if (!mem) return [];
+  if (mem.shared) return [`comfy memory: shared with the system (${mem.shared}: not measured)`];
+  return [`comfy memory: ${gib(mem.used)} of ${gib(mem.total)} in use (torch ${gib(mem.torch_reserved)})`];
 }
 
 const clock = () => new Date().toISOString().slice(11, 19);
@@ -88,6 +127,12 @@ function holdersLine(data: any): string {
   const image = data.image;
   const waiting = (data.waiting ?? []).length;
   return `llm ${data.llm.inflight} in flight, ${data.llm.waiting} waiting; image ${image.running ? `job ${image.running.job} ${image.running.phase}` : "none"}, ${image.queued} queued in ComfyUI, ${image.waiting ?? 0} waiting for the GPU${waiting ? `; ${waiting} waiting in all` : ""}`;
+}
+
+/** Ollama's resident models in one line (a `card` event says more often than they change). */
+function modelsLine(models: StatusDoc["models"]): string {
+  if (models === null) return "";
+  return `ollama models: ${models.length ? models.map((m) => `${m.name} (${processorOf(m)})`).join(", ") : "none"}`;
 }
 
 /** One line per event while watching. */
@@ -105,7 +150,9 @@ function renderEvent(event: string, data: any): string | undefined {
  * The running instance to talk to (`--url`, else the config's LISTEN_*) and the headers that carry
  * the config's ADMIN_TOKEN. Undefined, with the reason on stderr, when neither can be had.
  */
-export function findInstance(opts: { configPath?: string; url?: string; env?: Record<string, string | undefined> }): { base: string; headers: Record<string, string> } | undefined {
+export function findInstance(
+  opts: { configPath?: string; url?: string; env?: Record<string, string | undefined> } & Pick<ClientConfigOptions, "execPath" | "installedService">,
+): { base: string; headers: Record<string, string> } | undefined {
   let base = opts.url?.replace(/\/+$/, "");
   if (base !== undefined && !/^https?:\/\/[^/]/i.test(base)) {
     const guess = withScheme(base);
@@ -114,7 +161,9 @@ export function findInstance(opts: { configPath?: string; url?: string; env?: Re
   }
   let token = "";
   try {
-    const config = loadConfig({ argvConfigPath: opts.configPath, env: opts.env ?? process.env, execPath: configAnchor() }).config;
+    const { loaded, said } = loadClientConfig({ ...opts, env: opts.env ?? process.env });
+    if (said) process.stderr.write(`gpu-turnstile: ${said}\n`);
+    const config = loaded.config;
     // The token goes only where this config's instance answers: its own address, loopback, or a
     // name ALLOWED_HOSTS lists. Sent to any other --url, it would give that host the card.
     if (base === undefined || carriesToken(base, config.allowedHosts)) token = config.adminToken;
@@ -145,7 +194,7 @@ export async function statusCommand(opts: StatusCommandOptions): Promise<number>
   try {
     res = await fetch(`${base}${path}`, { headers, signal: opts.signal });
   } catch (err) {
-    process.stderr.write(`gpu-turnstile: no turnstile answers at ${redactUrl(base)}: ${err instanceof Error ? err.message : String(err)} (is it running? --url names another instance)\n`);
+    process.stderr.write(`gpu-turnstile: no turnstile answers at ${redactUrl(base)}: ${connectionFailure(err)} (is it running? --url names another instance)\n`);
     return 1;
   }
   if (!res.ok) {
@@ -166,6 +215,7 @@ async function watch(base: string, headers: Record<string, string>, opts: Status
   const signal = opts.signal ?? new AbortController().signal;
   let connections = 0;
   let lastHolders = "";
+  let lastModels = "";
   const end = await followEvents({
     url: `${base}/turnstile/events`,
     headers,
@@ -176,12 +226,20 @@ async function watch(base: string, headers: Record<string, string>, opts: Status
       if (event === "status") {
         const doc = data as StatusDoc;
         lastHolders = holdersLine(doc);
+        lastModels = modelsLine(doc.models);
         return out(connections === 1 ? renderStatus(doc) : `${clock()} back: GPU ${doc.state}; ${lastHolders}\n`);
       }
       if (event === "holders") {
         const line = holdersLine(data);
         if (line === lastHolders) return;
         lastHolders = line;
+      }
+      if (event === "card") {
+        // A load or an unload, not every read of the card.
+        const line = modelsLine((data as CardView).models);
+        if (line === lastModels || line === "") return;
+        lastModels = line;
+        return out(`${clock()} ${line}\n`);
       }
       out(renderEvent(event, data) ?? "");
     },

@@ -117,7 +117,8 @@ export function loadConfig(opts: LoadOptions): LoadResult {
   return { config, source, warnings, origins };
 }
 
-function chooseFile(opts: LoadOptions, platform: Platform): ConfigSource {
+/** The file the lookup picks (flag, environment variable, beside the executable); it may not exist. */
+export function chooseFile(opts: LoadOptions, platform: Platform = currentPlatform()): ConfigSource {
   if (opts.argvConfigPath !== undefined && opts.argvConfigPath !== "") {
     return { via: "flag", path: opts.argvConfigPath, found: false };
   }

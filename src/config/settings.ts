@@ -218,7 +218,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "freePollIntervalMs",
     default: "250ms",
     kind: "duration",
-    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back.",
+    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back (every 20 ms at most in the first second, when ComfyUI's worker usually unloads).",
   },
   {
     key: "PROBE_TIMEOUT",
@@ -321,6 +321,16 @@ export const SETTINGS: readonly SettingDef[] = [
     pattern: /^[\x21-\x7e]{16,}$/,
     expected: "at least 16 printable characters without spaces",
     doc: "Bearer token that lets clients other than loopback see client addresses under /turnstile/ (and steer the GPU); a wrong token is refused even from loopback.",
+  },
+  {
+    key: "TRUSTED_PROXIES",
+    field: "trustedProxies",
+    default: "",
+    defaultDoc: "_(empty = none)_",
+    kind: "string",
+    pattern: /^\s*((127(\.[0-9]{1,3}){3}|\[?::1\]?)(\s*,\s*(127(\.[0-9]{1,3}){3}|\[?::1\]?))*)?\s*$/,
+    expected: "comma-separated loopback addresses (127.x.x.x or ::1) of proxies on this machine",
+    doc: "Loopback addresses of a reverse proxy on this machine (nginx, HAProxy) whose X-Forwarded-For / X-Real-IP / Forwarded headers are believed. A request that carries one of them is never a loopback client for steering unless it comes from a proxy named here and every such header names a loopback client at its last hop; name only a proxy that writes them itself.",
   },
   {
     key: "CARD_NAME",

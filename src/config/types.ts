@@ -50,6 +50,8 @@ export interface Config {
   /** "" = the default folder, resolved at start by defaultStateDir (config/state-dir.ts) */
   stateDir: string;
   adminToken: string;
+  /** TRUSTED_PROXIES as written; "" = none */
+  trustedProxies: string;
   /** "" = the host name (resolved at start) */
   cardName: string;
   /** "" = no agent-check port */

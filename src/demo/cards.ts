@@ -11,6 +11,7 @@ import type { Turnstile } from "../turnstile.ts";
 import { VERSION } from "../version.ts";
 import { findHaproxy, startHaproxy } from "./haproxy.ts";
 import { gpuNarrator, printTryIt, startDemoSims, startDemoTurnstile, VRAM, waitUntilQuiet } from "./run.ts";
+import { watchLines } from "./pointers.ts";
 import { untilStopped } from "./stop.ts";
 import { gib, secs, Timeline } from "./timeline.ts";
 import { runWorkload } from "./workload.ts";
@@ -49,7 +50,10 @@ export async function runCardsDemo(opts: CardsDemoOptions): Promise<number> {
   const lb = await startHaproxy(haproxy.path, cards.map((c) => ({ ollama: host(c.t.listener("ollama")!.url), comfy: host(c.t.listener("comfy")!.url) })));
   try {
     tl.text(`gpu-turnstile ${VERSION} demo — two simulated ${gib(VRAM)} cards, each with its own Ollama, ComfyUI and turnstile`, "gpu");
-    tl.text(`clients talk to ${haproxy.version.split(" - ")[0]} running deploy/haproxy.cfg: Ollama side ${lb.ollama}, ComfyUI side ${lb.comfy}\n`);
+    tl.text(`clients talk to ${haproxy.version.split(" - ")[0]} running deploy/haproxy.cfg: Ollama side ${lb.ollama}, ComfyUI side ${lb.comfy}`);
+    tl.text("watch each card while it runs:", "gpu");
+    for (const c of cards) for (const l of watchLines(c.t.listener("ollama")!.url, undefined, c.name)) tl.text(l);
+    tl.text("");
     // Two cards and HAProxy take a second or two to start: the script starts after them, not during.
     tl.restart();
     const result = await runWorkload({ ollama: lb.ollama, comfy: lb.comfy }, tl);

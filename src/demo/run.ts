@@ -19,6 +19,7 @@ import { VERSION } from "../version.ts";
 import { gib, secs, Timeline } from "./timeline.ts";
 import { runWorkload, type WorkloadResult } from "./workload.ts";
 import { demoWorkflow } from "./workflow.ts";
+import { watchLines } from "./pointers.ts";
 
 export interface DemoOptions {
   once: boolean;
@@ -64,6 +65,11 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
       : "WITHOUT the turnstile: clients talk straight to the simulators\n",
     turnstile ? "plain" : "warn",
   );
+  if (turnstile) {
+    tl.text("watch the card while it runs:", "gpu");
+    for (const l of watchLines(targets.ollama)) tl.text(l);
+    tl.text("");
+  }
 
   const result = await runWorkload(targets, tl);
   await turnstile?.tracker.settled();
@@ -228,6 +234,7 @@ export function printTryIt(tl: Timeline, t: { ollama: string; comfy: string }, w
   writeFileSync(workflow, JSON.stringify(demoWorkflow("a cat made of clouds", 1, "by-hand"), null, 2));
   tl.text(`  curl ${t.comfy}/prompt -H 'content-type: application/json' -d @${workflow}`);
   if (withTurnstile) {
+    for (const l of watchLines(t.ollama)) tl.text(l);
     tl.text(`  curl ${t.ollama}/healthz`);
     tl.text(`  curl ${t.comfy}/metrics`);
   }

@@ -60,11 +60,13 @@ export interface ForwardOptions {
   acquire?: () => Promise<Hold>;
   onRetry?: (n: RetryNotice) => void;
   /**
-   * The upstream is known to be down (its health probe said so): a refused connection is answered
-   * at once instead of retried for UPSTREAM_RETRY_TIMEOUT. One attempt is still made.
+   * Whether the upstream is known to be down (its health probe says so): a refused connection is
+   * then answered at once instead of retried for UPSTREAM_RETRY_TIMEOUT. Asked at each failed
+   * attempt, not once on arrival: a request that came before the probe's verdict (just after start,
+   * or just after the upstream died) stops retrying as soon as the probe has found it down.
    */
-  knownDown?: boolean;
-  /** Ends the client's connection silently when the upstream breaks off a body (h1-pool.ts). */
+  knownDown?: () => boolean;
+  /** Ends the client's connection silently when the upstream breaks off a body before Bun first pulled it (h1-pool.ts). */
   cutClient?: () => void;
   /** Sees the request body as it is first sent, under the attempt's hold (see prepareBody). */
   watchBody?: (chunk: Uint8Array) => void;
@@ -171,6 +173,8 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
   const replay5xx = IDEMPOTENT.has(req.method) && body.buffered;
   let retries5xx = 0;
   let giveUpAt: number | undefined;
+  // When the first attempt went out: the give-up message says how long was really tried.
+  let firstTryAt: number | undefined;
   // Plain-http upstreams (the usual: Ollama and ComfyUI on the LAN) go through our own pooled
   // client; https ones through fetch.
   const pool = pooledUpstream(opts.upstream);
@@ -180,6 +184,7 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
     const hold = opts.acquire ? await opts.acquire() : undefined;
     // A mark depends on the attempt's hold (app.ts's nested requests): that head is made per attempt.
     const { headers, target } = fixedHead ?? requestHead(req, opts, pool);
+    firstTryAt ??= performance.now();
     let res: Response;
     try {
       if (attempt === 1 && first) {
@@ -199,10 +204,13 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
       if (watch?.reason) throw new IdleTimeoutError(watch.reason);
       const reason = describeFetchError(err);
       if (!isConnectPhaseError(err) || !body.replayable) return { ok: false, reason };
-      if (opts.knownDown) return { ok: false, reason: `${reason}; not retried: the health probe finds it down` };
+      if (opts.knownDown?.()) return { ok: false, reason: `${reason}; not retried: the health probe finds it down` };
       const now = performance.now();
       giveUpAt ??= now + retry.retryTimeoutMs;
-      if (now >= giveUpAt) return { ok: false, reason: `${reason}; gave up after UPSTREAM_RETRY_TIMEOUT (${formatDuration(retry.retryTimeoutMs)})` };
+      if (now >= giveUpAt) {
+        const tried = formatDuration(Math.round(now - firstTryAt));
+        return { ok: false, reason: `${reason}; gave up after trying for ${tried} (${attempt} attempts; UPSTREAM_RETRY_TIMEOUT is ${formatDuration(retry.retryTimeoutMs)})` };
+      }
       // The last wait ends at the deadline, so the client hears within UPSTREAM_RETRY_TIMEOUT.
       const delayMs = Math.min(nextDelay(), Math.ceil(giveUpAt - now));
       opts.onRetry?.({ attempt, delayMs, reason });

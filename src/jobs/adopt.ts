@@ -4,26 +4,30 @@
  * is followed to its end (watchdog and lost-job detection included), then /free and its check,
  * then the release — the same functions an own job goes through, in the same image session.
  */
-import type { ComfyClient } from "../comfy/client.ts";
-import { describeFetchError } from "../upstream/upstream-errors.ts";
 import type { JobListener, JobOutcome } from "./events.ts";
 import { followToEnd, freeComfy, takeJobId, unloadOllama, warm, type ImageJobDeps } from "./image-job.ts";
-import { decideAtStart, type CardAtStart } from "./reconcile.ts";
+import type { CardAtStart } from "./reconcile.ts";
+import type { SessionTicket } from "./session.ts";
+import { holdUntilRead, readCardAtStart, type StartLog } from "./start-read.ts";
 
-export interface StartLog {
-  /** Said at the default level: what the start found and took on. */
-  notice(msg: string, fields?: Record<string, unknown>): void;
-  warn(msg: string, fields?: Record<string, unknown>): void;
-  debug(msg: string, fields?: Record<string, unknown>): void;
-}
-
-/** Reads ComfyUI's work and memory together; each read is bounded by the client's PROBE_TIMEOUT. */
-export async function readCardAtStart(comfy: ComfyClient): Promise<CardAtStart> {
-  const [queue, vram] = await Promise.all([
-    comfy.work().catch((err: unknown) => new Error(describeFetchError(err))),
-    comfy.torchReserved().catch(() => undefined),
-  ]);
-  return decideAtStart(queue, vram);
+/**
+ * The start-up read (SPEC "Restarts"), which the listeners' first answers wait for: a lease the
+ * last run kept is taken again, then ComfyUI's work is read and acted on; beside them, `probed`
+ * (each upstream's first probe: whether it is up, and what Ollama does without a GPU). Every read
+ * is bounded by PROBE_TIMEOUT; a ComfyUI too slow for it is held for, not waited on (start-read.ts).
+ */
+export async function readAtStart(o: {
+  probed: Promise<void>;
+  restoreLease: () => Promise<void>;
+  image: ImageJobDeps | undefined;
+  log: StartLog;
+  probeTimeoutMs: number;
+}): Promise<void> {
+  const card = (async () => {
+    await o.restoreLease();
+    if (o.image) pickUpAtStart(await readCardAtStart(o.image.comfy, o.probeTimeoutMs), o.image, o.log);
+  })();
+  await Promise.all([o.probed, card]);
 }
 
 /** Never aborts: no client waits on a job picked up at start. */
@@ -32,27 +36,30 @@ const NOBODY = new AbortController().signal;
 /**
  * Acts on what the start found. Returns once the GPU is taken (or known to be free to use): the
  * lock's state is set before this returns, the work itself goes on tracked by `deps.tracker`.
+ * `held`: the image session start-read.ts took while ComfyUI's work was unread; what is found
+ * goes on in it (never through the lock again, where waiting chats could slip in between).
  */
-export function pickUpAtStart(card: CardAtStart, deps: ImageJobDeps, log: StartLog): void {
+export function pickUpAtStart(card: CardAtStart, deps: ImageJobDeps, log: StartLog, held?: Promise<SessionTicket>): void {
   switch (card.kind) {
-    case "unknown":
-      log.warn("ComfyUI did not answer at start: the card's state is unknown, starting idle", { reason: card.reason });
-      return;
+    case "down":
+      return log.warn("ComfyUI is not running at start: starting idle", { reason: card.reason });
+    case "unread":
+      return holdUntilRead(card.reason, deps, log, (found, ticket) => pickUpAtStart(found, deps, log, ticket));
     case "idle":
       deps.starts?.forgetAllBut([]);
       log.debug("ComfyUI idle at start");
-      return;
+      return void held?.then((t) => t.leave(async () => {}));
     case "free":
       deps.starts?.forgetAllBut([]);
-      return freeAtStart(card.vramBytes, deps, log);
+      return freeAtStart(card.vramBytes, deps, log, held);
     case "adopt":
       deps.starts?.forgetAllBut(card.promptIds);
-      return adopt(card, deps, log);
+      return adopt(card, deps, log, held);
   }
 }
 
 /** The checkpoint is still loaded with nothing queued: /free and its check before any LLM request. */
-function freeAtStart(vramBytes: number, deps: ImageJobDeps, log: StartLog): void {
+function freeAtStart(vramBytes: number, deps: ImageJobDeps, log: StartLog, held: Promise<SessionTicket> | undefined): void {
   const jobId = takeJobId();
   // Its unload and free are said here, not as an image job's that never was.
   const emit: JobListener = (e) => {
@@ -61,7 +68,7 @@ function freeAtStart(vramBytes: number, deps: ImageJobDeps, log: StartLog): void
     else log.warn("ComfyUI memory held at start: release not confirmed", { reason: e.error });
   };
   const quiet = { ...deps, emit };
-  const entered = deps.sessions.enter(NOBODY, () => unloadOllama(jobId, quiet));
+  const entered = held ?? deps.sessions.enter(NOBODY, () => unloadOllama(jobId, quiet));
   log.notice("ComfyUI holds memory with an empty queue at start: freeing it before the first LLM request", { vram_bytes: vramBytes });
   void deps.tracker.run({ jobId, since: Date.now() }, async () => {
     const ticket = await entered;
@@ -71,11 +78,11 @@ function freeAtStart(vramBytes: number, deps: ImageJobDeps, log: StartLog): void
   });
 }
 
-function adopt({ promptIds, detail }: Extract<CardAtStart, { kind: "adopt" }>, deps: ImageJobDeps, log: StartLog): void {
+function adopt({ promptIds, detail }: Extract<CardAtStart, { kind: "adopt" }>, deps: ImageJobDeps, log: StartLog, held: Promise<SessionTicket> | undefined): void {
   const { sessions, emit, tracker } = deps;
   const jobs = promptIds.map((promptId) => ({ jobId: takeJobId(), promptId }));
   const first = jobs[0]!;
-  const entered = sessions.enter(NOBODY, () => unloadOllama(first.jobId, deps));
+  const entered = held ?? sessions.enter(NOBODY, () => unloadOllama(first.jobId, deps));
   log.notice(`picked up ${jobs.length} ComfyUI job(s) running or queued at start: the GPU stays image until they end`, {
     prompt_ids: promptIds.join(","),
   });

@@ -25,7 +25,7 @@ export type ImageJobEvent =
   /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
   | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean }
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
-  | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string }
+  | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string; notRunning?: string }
   /** `answeredPromptId`: ComfyUI's answer named another id than the one sent (both are followed). */
   | { phase: "forwarded"; jobId: number; status: number; promptId?: string; answeredPromptId?: string; clientId?: string; durationMs: number }
   /** A job ComfyUI already ran or queued when the turnstile started, taken on as its own (adopt.ts). */
@@ -48,11 +48,13 @@ export type ImageJobEvent =
       durationMs: number;
       vramBefore?: number;
       vramAfter?: number;
+      /** ComfyUI's device when its memory is the system's (cpu, mps, DirectML): released once /free is answered and its queue is empty. */
+      shared?: string;
       released: boolean;
       error?: string;
     }
   /** The job's end; `gpuReleased` false when its image session goes on with other jobs. */
-  | { phase: "released"; jobId: number; promptId?: string; outcome: JobOutcome; heldMs: number; gpuReleased: boolean }
+  | { phase: "released"; jobId: number; promptId?: string; outcome: JobOutcome; heldMs: number; gpuReleased: boolean; reason?: string }
   | { phase: "session_ended"; jobs: number; durationMs: number }
   | { phase: "warmed"; model: string; durationMs: number; error?: string }
   | { phase: "warm_skipped"; model: string; reason: string };

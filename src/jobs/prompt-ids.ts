@@ -21,6 +21,11 @@ export class PromptIds {
     return true;
   }
 
+  /** `id` is a job of this turnstile's, in flight or recent. */
+  has(id: string): boolean {
+    return this.#ids.has(id);
+  }
+
   /** Gives `id` back: ComfyUI refused the job, so nothing of it exists to confuse a later one. */
   forget(id: string): void {
     this.#ids.delete(id);

@@ -4,15 +4,22 @@
  */
 import type { ComfyClient } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
+import { formatDuration } from "../config/duration.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 
 export type ProbeReport = (upstream: "ollama" | "comfy", up: boolean, detail: string) => void;
+
+/** Why a probe failed; its own timeout named as the setting, so the log says which bound was reached. */
+function probeError(err: unknown, timeoutMs: number): string {
+  const timedOut = (err as { name?: unknown } | null)?.name === "TimeoutError";
+  return timedOut ? `no answer within PROBE_TIMEOUT (${formatDuration(timeoutMs)})` : describeFetchError(err);
+}
 
 export async function probeOllama(c: OllamaClient, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
   try {
     return { up: true, detail: await c.version(timeoutMs) };
   } catch (err) {
-    return { up: false, detail: describeFetchError(err) };
+    return { up: false, detail: probeError(err, timeoutMs) };
   }
 }
 
@@ -20,15 +27,20 @@ export async function probeComfy(c: ComfyClient, timeoutMs: number): Promise<{ u
   try {
     return { up: true, detail: (await c.systemStats(timeoutMs)).version };
   } catch (err) {
-    return { up: false, detail: describeFetchError(err) };
+    return { up: false, detail: probeError(err, timeoutMs) };
   }
 }
-
-const FIRST_PROBE_DELAY_MS = 100;
 
 export interface HealthMonitor {
   /** Resolves when the first round of probes has been reported. */
   first: Promise<void>;
+  /**
+   * Resolves when each upstream's first probe has been reported (the start waits on it, so no
+   * request meets an upstream not probed yet); each probe is bounded by `timeoutMs`.
+   */
+  reported: Promise<void>;
+  /** One round as soon as the one running ends (a request found an upstream refusing); never more than one queued. */
+  probeNow(): void;
   stop(): void;
 }
 
@@ -41,29 +53,41 @@ export function startHealthMonitor(opts: {
   /** Also part of each round while Ollama is up (the status page's resident models); its failure is ignored. */
   whenOllamaUp?: () => Promise<unknown>;
 }): HealthMonitor {
+  let onReported!: () => void;
+  const reported = new Promise<void>((r) => (onReported = r));
   const round = async () => {
-    const tasks: Promise<void>[] = [];
+    const probes: Promise<void>[] = [];
+    let ollamaUp = false;
     if (opts.ollama) {
-      tasks.push(
-        probeOllama(opts.ollama, opts.timeoutMs).then(async (r) => {
+      probes.push(
+        probeOllama(opts.ollama, opts.timeoutMs).then((r) => {
           opts.report("ollama", r.up, r.detail);
-          if (r.up) await opts.whenOllamaUp?.().catch(() => {});
+          ollamaUp = r.up;
         }),
       );
     }
-    if (opts.comfy) tasks.push(probeComfy(opts.comfy, opts.timeoutMs).then((r) => opts.report("comfy", r.up, r.detail)));
-    await Promise.all(tasks);
+    if (opts.comfy) probes.push(probeComfy(opts.comfy, opts.timeoutMs).then((r) => opts.report("comfy", r.up, r.detail)));
+    await Promise.all(probes);
+    onReported();
+    if (ollamaUp) await opts.whenOllamaUp?.().catch(() => {});
   };
-  // The first round starts just after the listeners are up rather than with them: its first
-  // fetch sets up Bun's HTTP client (~15 ms on the main thread), which would otherwise delay the
-  // first answer a freshly started (or restarted) turnstile gives.
-  let running: Promise<void> = new Promise<void>((r) => setTimeout(r, FIRST_PROBE_DELAY_MS)).then(round);
+  // The first round starts with the listeners: the start's answers wait for it (`reported`).
+  let running: Promise<void> = round();
   const first = running;
-  // HEALTH_INTERVAL=0: probe once at start only.
-  if (opts.intervalMs <= 0) return { first, stop: () => {} };
+  let queued = false;
+  const probeNow = () => {
+    if (queued) return;
+    queued = true;
+    running = running.then(() => {
+      queued = false;
+      return round();
+    });
+  };
+  // HEALTH_INTERVAL=0: probe once at start only (and when a request finds an upstream refusing).
+  if (opts.intervalMs <= 0) return { first, reported, probeNow, stop: () => {} };
   const timer = setInterval(() => {
     running = running.then(round);
   }, opts.intervalMs);
   timer.unref();
-  return { first, stop: () => clearInterval(timer) };
+  return { first, reported, probeNow, stop: () => clearInterval(timer) };
 }

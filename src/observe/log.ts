@@ -135,6 +135,8 @@ function safeJson(v: unknown): string {
 
 /** logfmt-ish: bare when unambiguous, else a JSON string literal (one line, escapes included). */
 function textValue(v: unknown): string {
+  // An empty value: null in JSON, a dash people read as "none" here (never "-", nor "null").
+  if (v === null) return "–";
   const s = typeof v === "string" ? v : v === null || typeof v !== "object" ? String(v) : safeJson(v);
   if (s === "" || /[\s"=\\\x00-\x1f\x7f]/.test(s)) return JSON.stringify(s);
   return s;

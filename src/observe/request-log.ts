@@ -63,7 +63,7 @@ export function formatRequestLine(dir: RequestDir, info: RequestLineInfo, color 
     text = `--> ${info.method} ${info.path}`;
     ansi = CYAN;
   } else {
-    const status = info.status === undefined ? "-" : String(info.status);
+    const status = info.status === undefined ? "–" : String(info.status);
     const dur = info.durationMs === undefined ? "" : ` ${formatDuration(info.durationMs)}`;
     const size = info.bytes === undefined ? "" : ` ${formatBytes(info.bytes)}`;
     text = `<-- ${status} ${info.method} ${info.path}${dur}${size}`;

@@ -5,7 +5,7 @@
 
 /** `0.4ms`, `12.3ms`, `1.25s`, `2m03s`, `1h02m` — short, and sortable by eye within a unit. */
 export function formatDuration(ms: number): string {
-  if (!Number.isFinite(ms) || ms < 0) return "-";
+  if (!Number.isFinite(ms) || ms < 0) return "–";
   if (ms < 1000) return `${ms.toFixed(1)}ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(2)}s`;
   const totalS = Math.floor(ms / 1000);

@@ -120,12 +120,14 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
       case "unloaded":
         metrics.unloadSeconds.observe({}, e.durationMs / 1000);
         times(e.jobId).unloadMs += e.durationMs;
-        if (e.complete) {
-          log.info(`image job ${e.jobId}: Ollama empty`, { job: e.jobId, unloaded: e.models.join(",") || "-", unload_ms: msField(e.durationMs) });
+        if (e.notRunning) {
+          log.info(`image job ${e.jobId}: Ollama not running (refused on this machine), nothing to unload`, { job: e.jobId, reason: e.notRunning });
+        } else if (e.complete) {
+          log.info(`image job ${e.jobId}: Ollama empty`, { job: e.jobId, unloaded: e.models.join(",") || null, unload_ms: msField(e.durationMs) });
         } else {
           log.warn(`image job ${e.jobId}: Ollama unload not confirmed, continuing`, {
             job: e.jobId,
-            tried: e.models.join(",") || "-",
+            tried: e.models.join(",") || null,
             unload_ms: msField(e.durationMs),
             reason: e.error,
           });
@@ -142,7 +144,7 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
           log.warn(`image job ${e.jobId}: ComfyUI answered with another prompt_id than the one sent; following both`, { job: e.jobId, sent: e.promptId, answered: e.answeredPromptId });
         }
         if (e.promptId) times(e.jobId).promptId = e.promptId;
-        log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, { job: e.jobId, prompt_id: e.promptId ?? "-", forward_ms: msField(e.durationMs) });
+        log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, { job: e.jobId, prompt_id: e.promptId ?? null, forward_ms: msField(e.durationMs) });
         return;
       case "adopted":
         times(e.jobId).promptId = e.promptId;
@@ -179,12 +181,14 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         times(e.jobId).freeMs = e.durationMs;
         const fields = {
           job: e.jobId,
-          prompt_id: e.promptId ?? "-",
+          prompt_id: e.promptId ?? null,
           free_ms: msField(e.durationMs),
           vram_before_bytes: e.vramBefore,
           vram_after_bytes: e.vramAfter,
+          device: e.shared,
         };
-        if (e.released) log.info(`image job ${e.jobId}: ComfyUI memory released`, fields);
+        if (e.released && e.shared) log.info(`image job ${e.jobId}: ComfyUI freed (its memory is the system's: /free answered, queue empty)`, fields);
+        else if (e.released) log.info(`image job ${e.jobId}: ComfyUI memory released`, fields);
         else log.warn(`image job ${e.jobId}: ComfyUI memory release not confirmed`, { ...fields, reason: e.error });
         return;
       }
@@ -195,13 +199,14 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         // The one line a quiet service writes per image job (SPEC.md, "Logging").
         log.notice(`image job ${e.jobId} ${e.outcome}${e.gpuReleased ? "; GPU released" : "; its image session goes on"}`, {
           job: e.jobId,
-          prompt_id: e.promptId ?? t.promptId ?? "-",
+          prompt_id: e.promptId ?? t.promptId ?? null,
           outcome: e.outcome,
           wait_ms: msField(t.waitedMs),
           unload_ms: msField(t.unloadMs),
           job_ms: t.jobMs === undefined ? undefined : msField(t.jobMs),
           free_ms: t.freeMs === undefined ? undefined : msField(t.freeMs),
           held_ms: msField(e.heldMs),
+          reason: e.reason,
         });
         return;
       }

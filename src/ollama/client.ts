@@ -25,6 +25,11 @@ export class OllamaClient {
   abilities: OllamaAbilities = abilitiesOf(undefined);
   /** Shown every good /api/ps answer's `models` as Ollama sent them (the status page's resident models). */
   onPs: ((models: unknown[]) => void) | undefined;
+  /**
+   * OLLAMA_URL names this machine, so a refused connection proves no Ollama runs to hold memory
+   * (unload.ts moves on at once). Set by the wiring; false: a refusal proves nothing.
+   */
+  refusalMeansGone = false;
 
   constructor(
     readonly base: URL,

@@ -6,9 +6,14 @@
  * When /api/ps cannot be read (it hangs, fails, or answers nonsense) the unload goes on blind: to
  * every model the turnstile may have loaded (ModelMemory), and polling continues. An Ollama that
  * cannot say what it holds must not get to keep it under ComfyUI.
+ *
+ * Except when nothing runs at all: an Ollama on this machine whose port refuses the connection
+ * holds no memory (its process is gone, and the memory with it), so the step ends at once instead
+ * of polling a dead port for UNLOAD_TIMEOUT. Only a refusal, and only from this machine
+ * (`refusalMeansGone`): a timeout, a reset or a remote refusal (a firewall's) proves nothing.
  */
 import { sleep } from "../http/backoff.ts";
-import { describeFetchError } from "../upstream/upstream-errors.ts";
+import { describeFetchError, isConnectionRefused } from "../upstream/upstream-errors.ts";
 import { UpstreamHttpError } from "../upstream/http.ts";
 import type { OllamaClient } from "./client.ts";
 
@@ -28,6 +33,8 @@ export interface UnloadResult {
   complete: boolean;
   /** Why not, when not. */
   error?: string;
+  /** Ollama refused the connection on this machine: nothing runs, so nothing is loaded. */
+  notRunning?: string;
 }
 
 export async function emptyOllama(ollama: OllamaClient, s: UnloadSettings): Promise<UnloadResult> {
@@ -47,6 +54,7 @@ export async function emptyOllama(ollama: OllamaClient, s: UnloadSettings): Prom
         psError = undefined;
       } catch (err) {
         if (signal.aborted) throw err;
+        if (ollama.refusalMeansGone && isConnectionRefused(err)) return { tried, complete: true, notRunning: describeFetchError(err) };
         psError = `/api/ps unreadable: ${describeFetchError(err)}`;
       }
       if (listed?.length === 0) return { tried, complete: true };

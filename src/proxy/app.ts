@@ -109,8 +109,11 @@ export interface ListenerAppDeps {
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
-  /** Which LLM bodies use no local GPU and pass without the lock (Ollama's rules for its version). */
-  noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined;
+  /**
+   * Which LLM bodies use no local GPU and pass without the lock (Ollama's rules for its version);
+   * a promise when Ollama must be asked first (a cloud-looking model). It never rejects.
+   */
+  noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined | Promise<NoGpuReason | undefined>;
   /** The nested listener: a slot in the image session running a job now, if there is one. */
   nested?: () => NestedSlot | undefined;
   /** Whether the last health probe found this listener's upstream down (pass-through fails fast then). */
@@ -280,7 +283,7 @@ function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefine
     clientIp,
     retry: deps.retry,
     // Open WebUI's model list must not hang for UPSTREAM_RETRY_TIMEOUT on an Ollama known to be down.
-    knownDown: deps.upstreamDown?.(),
+    knownDown: deps.upstreamDown,
     // An answer read whole here (held) must fail its read when cut, not wait for a client cut with it.
     cutClient: held ? undefined : cutFor(deps, req),
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
@@ -296,7 +299,7 @@ function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefine
         (err: unknown) => answered(unreachable(deps, req, url, err instanceof Error ? err.message : String(err)), req.signal, deps.observer, info, t0),
       );
     }
-    return answered(result.response, req.signal, deps.observer, info, t0);
+    return answered(result.response, req.signal, deps.observer, info, t0, pass?.ended && { release: () => pass.ended!() });
   });
 }
 
@@ -342,8 +345,11 @@ async function proxyLLM(
   const admitSlot = tracker
     ? () => admitLLM(deps.lock, gate, req.signal).then((h) => (tracker.admitted(tracked), h))
     : () => admitLLM(deps.lock, gate, req.signal);
+  // Ollama's word on a cloud-looking model, asked while the body was read (readAhead).
+  let asked: Promise<void> | undefined;
   // Per attempt: a retry after the image job ended goes through the lock like any request.
   const acquire = async (): Promise<Hold> => {
+    if (asked) await asked;
     if (info.noGpu) {
       // Nothing of the job's card is used: the session's end need not wait for it.
       nested?.release();
@@ -385,10 +391,14 @@ async function proxyLLM(
           const plain = zstd ? inflated(b) : b;
           scan?.(plain);
           const free = deps.noGpu?.(routed, plain, model);
-          if (!free) return;
-          info.noGpu = free;
-          // Not a GPU user: off the status list of LLM requests, out of the blind unload's memory.
-          tracker?.end(tracked);
+          const mark = (reason: NoGpuReason | undefined) => {
+            if (!reason) return;
+            info.noGpu = reason;
+            // Not a GPU user: off the status list of LLM requests, out of the blind unload's memory.
+            tracker?.end(tracked);
+          };
+          if (free instanceof Promise) asked = free.then(mark);
+          else mark(free);
         }
       : undefined;
   let result;

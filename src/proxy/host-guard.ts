@@ -92,6 +92,18 @@ export function isLoopbackBind(bindHost: string | undefined): boolean {
 }
 
 /**
+ * Whether an upstream URL's host is this machine: a loopback name or address, this machine's
+ * name, or one of its interface addresses. Only such an address answers "connection refused"
+ * from this machine's own kernel, which proves no process listens there (ollama/unload.ts); a
+ * remote refusal may come from a firewall in front of a running service. Names are not resolved.
+ */
+export function namesThisMachine(urlHost: string, machineName: string, addresses: () => string[]): boolean {
+  const h = urlHost.toLowerCase().replace(/^\[|\]$/g, "");
+  if (isLoopbackBind(h) || h === machineName.toLowerCase()) return true;
+  return isIP(h) !== 0 && isMachineAddress(h, addresses());
+}
+
+/**
  * The check for one listener: Host header value → may it pass. A Host that passed is remembered,
  * so the usual request costs one Map lookup; a refused one is judged again each time (refusals
  * are rare, and an address of this machine may appear later).

@@ -1,8 +1,8 @@
 /**
  * The listeners are bound first (a port in use must stop the start before anything is touched),
- * but what the start finds on the card decides the first answer: every request is held at the
- * door until `open` settles, so /healthz, /turnstile/status and the first LLM request already see
- * a GPU picked up at start. A websocket relay touches no GPU state and is not held.
+ * but what the start-up read finds (the upstreams' first probes, the card) decides the first
+ * answer: every request is held at the door until `open` settles, so /healthz, /readyz,
+ * /turnstile/status and the first LLM request already see a GPU picked up at start. A websocket relay touches no GPU state and is not held.
  */
 import type { ListenerApp } from "./app.ts";
 

@@ -7,7 +7,7 @@ import { CONFIG_ENV_VAR, CONFIG_FILE_NAME } from "../config/load.ts";
 import { applyConfig, checkInPlace, planConfig, reportProblems, type ConfigOps, type ConfigPlan } from "./install-config.ts";
 import { under, type Platform } from "./platform.ts";
 import { Report, type Outcome, type ReportSink } from "./report.ts";
-import { diffUnits, execPathOf, parseUnit, renderUnit, UNIT_NAME } from "./systemd-unit.ts";
+import { diffUnits, execPathOf, hiddenBySandbox, hiddenDirOf, parseUnit, renderUnit, UNIT_NAME } from "./systemd-unit.ts";
 
 /** The canonical layout (system paths; prefixed with Platform.root at use). */
 export const LINUX_LAYOUT = {
@@ -44,6 +44,7 @@ export async function installLinux(p: Platform, o: LinuxInstallOptions): Promise
   }
   if (!(await preflight(p, o, r))) return r.done();
   const source = await configSource(p, o);
+  if (o.noCopy && !refuseHidden(o.selfPath, source, r)) return r.done();
   // The config is settled before anything is stopped or registered: a service that could not
   // start is not installed, and the user is told which file to fix.
   const config = o.noCopy
@@ -121,7 +122,6 @@ async function converge(p: Platform, o: LinuxInstallOptions, r: Report, b: Befor
     await applyConfig(p, config, r, CONFIG_MODE);
   } else {
     r.info(`binary: registering ${o.selfPath} where it is (--no-copy)`);
-    warnHidden(o.selfPath, r);
   }
 
   const unit = renderUnit({ execPath, configPath });
@@ -221,10 +221,24 @@ async function configSource(p: Platform, o: LinuxInstallOptions): Promise<string
   return (await p.stat(beside)) ? beside : null;
 }
 
-function warnHidden(path: string, r: Report): void {
-  if (/^\/(home|root|run\/user)(\/|$)/.test(path)) {
-    r.warn(`${path} is under /home, /root or /run/user, which ProtectHome=yes hides from the service: it will not start from there. Install without --no-copy, or move the binary first.`);
+/**
+ * --no-copy leaves the binary and the config where they are: refused (before any change) when the
+ * unit's own sandbox hides either from the service, which could then never start (PrivateTmp=yes
+ * hides /tmp, ProtectHome=yes /home …). The list comes from the unit this install would write.
+ */
+function refuseHidden(binary: string, config: string | null, r: Report): boolean {
+  const hidden = hiddenBySandbox(parseUnit(renderUnit({ execPath: binary, configPath: config ?? LINUX_LAYOUT.configPath })));
+  let ok = true;
+  for (const [what, path] of [["the binary", binary], ["the config", config]] as const) {
+    const h = path === null ? undefined : hiddenDirOf(path, hidden);
+    if (!h) continue;
+    ok = false;
+    r.error(
+      `--no-copy: ${what} ${path} is in ${h.dir}, which the unit's sandbox hides from the service (${h.by}): ${what === "the binary" ? "the service could not start" : "the service would not see it"}. ` +
+        `Install without --no-copy (it copies the binary to ${LINUX_LAYOUT.binPath} and the config to ${LINUX_LAYOUT.configPath}), or move the file out of ${h.dir} first (e.g. to /opt/gpu-turnstile/). Nothing was changed.`,
+    );
   }
+  return ok;
 }
 
 async function isActive(p: Platform): Promise<boolean> {

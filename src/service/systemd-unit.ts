@@ -177,3 +177,38 @@ export function execPathOf(entries: readonly UnitEntry[]): string | undefined {
   }
   return path.replace(/\$\$/g, "$").replace(/%%/g, "%");
 }
+
+/** A directory the unit's own sandbox hides from the service, and the setting that hides it. */
+export interface HiddenDir {
+  dir: string;
+  by: string;
+}
+
+/**
+ * The directories a unit's sandbox hides from its service, read from the unit itself so the list
+ * cannot drift from what renderUnit writes (systemd.exec(5)): ProtectHome=yes/tmpfs empties /home,
+ * /root and /run/user; PrivateTmp=yes gives the service its own /tmp and /var/tmp;
+ * InaccessiblePaths= and TemporaryFileSystem= hide what they name. ProtectHome=read-only and
+ * ProtectSystem= only make things read-only, which a binary and a config can live with.
+ */
+export function hiddenBySandbox(entries: readonly UnitEntry[]): HiddenDir[] {
+  const out: HiddenDir[] = [];
+  const yes = (v: string | undefined) => v !== undefined && /^(yes|true|on|1)$/i.test(v);
+  const home = unitValue(entries, "Service", "ProtectHome");
+  if (yes(home) || home === "tmpfs") for (const dir of ["/home", "/root", "/run/user"]) out.push({ dir, by: `ProtectHome=${home}` });
+  const tmp = unitValue(entries, "Service", "PrivateTmp");
+  if (yes(tmp)) for (const dir of ["/tmp", "/var/tmp"]) out.push({ dir, by: `PrivateTmp=${tmp}` });
+  for (const e of entries) {
+    if (e.section !== "Service" || (e.key !== "InaccessiblePaths" && e.key !== "TemporaryFileSystem")) continue;
+    for (const word of e.value.split(/\s+/).filter(Boolean)) {
+      const dir = word.replace(/^[-+]+/, "").replace(/:.*$/, "").replace(/\/+$/, "");
+      if (dir.startsWith("/")) out.push({ dir, by: `${e.key}=${e.value}` });
+    }
+  }
+  return out;
+}
+
+/** The hidden directory `path` lies in, or undefined. */
+export function hiddenDirOf(path: string, hidden: readonly HiddenDir[]): HiddenDir | undefined {
+  return hidden.find((h) => path === h.dir || path.startsWith(`${h.dir}/`));
+}

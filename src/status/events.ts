@@ -1,8 +1,9 @@
 /**
  * GET /turnstile/events: Server-Sent Events (WHATWG HTML §9.2). The first event is a full
- * `status` snapshot; then `state`, `job` and `upstream` as they happen, and `holders` (who holds
- * and who waits) at most once per tick when it changed — per-request events would cost every
- * chat request a JSON encoding for every open page.
+ * `status` snapshot; then `state`, `job`, `upstream`, `lease` and `card` (resident models and
+ * ComfyUI's memory, after each read of them) as they happen, and `holders` (who holds and who
+ * waits) at most once per tick when it changed — per-request events would cost every chat request
+ * a JSON encoding for every open page.
  *
  * A reader that falls behind never slows anything else: events are encoded once, appended to a
  * bounded per-client queue, and a client whose queue passes the bound is dropped and closed.
@@ -20,6 +21,12 @@ export interface EventHubOptions {
   heartbeatMs?: number;
   /** Told when a client is dropped for falling behind. */
   onDrop?: (queuedBytes: number) => void;
+  /**
+   * Each tick while a reader is connected; `changed`: what readers see of the lock (holders,
+   * state, jobs, leases) changed since the last tick, or a reader came. The card's reads hang
+   * on it (status/card-refresh.ts): nobody watching, nothing read beyond the health probes.
+   */
+  onTick?: (changed: boolean) => void;
 }
 
 const DEFAULT_MAX_QUEUED = 256 * 1024;
@@ -55,6 +62,8 @@ export class EventHub {
   readonly #tickMs: number;
   readonly #heartbeatMs: number;
   readonly #onDrop: (queuedBytes: number) => void;
+  readonly #onTick: ((changed: boolean) => void) | undefined;
+  #changed = false;
   readonly #clients = new Set<Client>();
   #unsubscribe: (() => void) | undefined;
   #tick: ReturnType<typeof setInterval> | undefined;
@@ -66,6 +75,7 @@ export class EventHub {
     this.#tickMs = opts.tickMs ?? 1000;
     this.#heartbeatMs = opts.heartbeatMs ?? 15_000;
     this.#onDrop = opts.onDrop ?? (() => {});
+    this.#onTick = opts.onTick;
   }
 
   get size(): number {
@@ -127,9 +137,11 @@ export class EventHub {
 
   #add(client: Client): void {
     this.#clients.add(client);
+    // A new reader got the card as last read, up to a HEALTH_INTERVAL old: read it again now.
+    this.#changed = true;
     if (this.#clients.size > 1) return;
     this.#unsubscribe = this.#model.subscribe((e) => this.#broadcast(e));
-    this.#tick = setInterval(() => this.#sendHolders(), this.#tickMs);
+    this.#tick = setInterval(() => this.#onTickTimer(), this.#tickMs);
     this.#heartbeat = setInterval(() => this.#send(": keep-alive\n\n"), this.#heartbeatMs);
     this.#tick.unref();
     this.#heartbeat.unref();
@@ -143,7 +155,16 @@ export class EventHub {
     clearInterval(this.#heartbeat);
   }
 
+  #onTickTimer(): void {
+    this.#sendHolders();
+    const changed = this.#changed;
+    this.#changed = false;
+    this.#onTick?.(changed);
+  }
+
   #broadcast(e: StatusEvent): void {
+    // The card's own news is what a change leads to reading; it must not lead to another read.
+    if (e.type !== "card") this.#changed = true;
     const text = sse(e.type, JSON.stringify(e.data));
     this.#send(text, e.type === "lease" ? sse(e.type, JSON.stringify(leaseWithoutAddresses(e.data))) : text);
     // A state change moves holders too: tell readers now, not at the next tick.
@@ -173,6 +194,7 @@ export class EventHub {
       if (view === undefined) views.set(c.withClients, (view = JSON.stringify(this.#model.holders(c.withClients))));
       if (view === c.lastHolders) continue;
       c.lastHolders = view;
+      this.#changed = true;
       c.push(sse("holders", `{"now":${now},${view.slice(1)}`));
       if (c.queued > this.#maxQueued) {
         this.#onDrop(c.queued);

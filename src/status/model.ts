@@ -108,6 +108,8 @@ export interface UpstreamView {
   version: string | null;
   /** Why it is down, when it is. */
   reason?: string;
+  /** Where it is (OLLAMA_URL, COMFY_URL), credentials masked. */
+  url?: string;
 }
 
 /** What subscribers hear as it happens (the SSE event names). */
@@ -115,7 +117,11 @@ export type StatusEvent =
   | { type: "state"; data: { state: GpuState; from: GpuState; since: number } }
   | { type: "job"; data: ImageJobView | (RecentImageJob & { phase: "done" }) | (Omit<ImageJobView, "phase"> & { phase: "left" }) }
   | { type: "upstream"; data: { name: UpstreamName } & UpstreamView }
-  | { type: "lease"; data: LeaseEvent };
+  | { type: "lease"; data: LeaseEvent }
+  | { type: "card"; data: CardView };
+
+/** What the card holds as the upstreams last said: sent as `card` after every read of them. */
+export type CardView = Pick<StatusDoc, "models" | "models_at" | "comfy_memory">;
 
 /** LLM requests and session jobs listed in the status document and the `holders` event; the rest are counted. */
 export const MAX_LISTED = 100;
@@ -177,6 +183,8 @@ export interface StatusModelOptions {
   /** CARD_NAME. Default "". */
   card?: string;
   upstreams: readonly UpstreamName[];
+  /** Each upstream's URL as the status may show it (credentials masked by the caller). */
+  upstreamUrls?: Partial<Record<UpstreamName, string>>;
   /** Wall clock, epoch ms. Default Date.now. */
   now?: () => number;
   /** How far back the state strip reaches. Default one hour. */
@@ -227,7 +235,7 @@ export class StatusModel {
     this.#retryAfterS = opts.retryAfterS ?? (() => 0);
     this.#leaseQueue = opts.leaseQueue ?? (() => []);
     this.#spans = [{ state: "idle", from: this.#now() }];
-    for (const u of opts.upstreams) this.#upstreams.set(u, { up: null, version: null });
+    for (const u of opts.upstreams) this.#upstreams.set(u, withUrl({ up: null, version: null }, opts.upstreamUrls?.[u]));
   }
 
   subscribe(listener: (e: StatusEvent) => void): () => void {
@@ -403,17 +411,39 @@ export class StatusModel {
   onModels(raw: readonly unknown[]): void {
     this.#models = residentModels(raw);
     this.#modelsAt = this.#now();
+    this.#emitCard();
   }
 
   /** Every good /system_stats answer. */
   onComfyStats(body: unknown): void {
     const m = comfyMemory(body);
-    if (m) this.#comfyMemory = { ...m, at: this.#now() };
+    if (!m) return;
+    this.#comfyMemory = { ...m, at: this.#now() };
+    this.#emitCard();
+  }
+
+  /** What the card holds (resident models, ComfyUI's memory), as last read. */
+  card(): CardView {
+    return { models: this.#models && this.#models.map((m) => ({ ...m })), models_at: this.#modelsAt, comfy_memory: this.#comfyMemory && { ...this.#comfyMemory } };
+  }
+
+  /** Epoch ms the first resident model's keep-alive ends, as the last /api/ps said; null when none does. */
+  nextModelExpiry(): number | null {
+    let first: number | null = null;
+    for (const m of this.#models ?? []) {
+      const at = m.expires_at === null ? NaN : Date.parse(m.expires_at);
+      if (!Number.isNaN(at) && (first === null || at < first)) first = at;
+    }
+    return first;
+  }
+
+  #emitCard(): void {
+    if (this.#listeners.size > 0) this.#emit({ type: "card", data: this.card() });
   }
 
   onUpstream(name: UpstreamName, up: boolean, detail: string): void {
     const before = this.#upstreams.get(name);
-    const view: UpstreamView = up ? { up, version: detail } : { up, version: before?.version ?? null, reason: detail };
+    const view = withUrl(up ? { up, version: detail } : { up, version: before?.version ?? null, reason: detail }, before?.url);
     this.#upstreams.set(name, view);
     if (before?.up === up && before.version === view.version) return;
     this.#emit({ type: "upstream", data: { name, ...view } });
@@ -434,9 +464,7 @@ export class StatusModel {
       state: this.#state,
       state_since: new Date(this.#spans[this.#spans.length - 1]!.from).toISOString(),
       now,
-      models: this.#models && this.#models.map((m) => ({ ...m })),
-      models_at: this.#modelsAt,
-      comfy_memory: this.#comfyMemory && { ...this.#comfyMemory },
+      ...this.card(),
       waiting,
       waiting_omitted,
       llm,
@@ -555,6 +583,11 @@ export class StatusModel {
       }
     }
   }
+}
+
+function withUrl(view: UpstreamView, url: string | undefined): UpstreamView {
+  if (url !== undefined) view.url = url;
+  return view;
 }
 
 /**

@@ -30,8 +30,9 @@ export interface PoolRequest {
   /** Told of every byte from the upstream and every write the client took (an LLM exchange's idle watch). */
   activity?: Activity;
   /**
-   * Ends the client's connection without an error: Bun prints the stack of any error a response
-   * stream is closed with, which broke LOG_FORMAT=json. Without it the body is closed with the error.
+   * Ends the client's connection without an error, for a body that failed before Bun first pulled
+   * it: Bun prints the stack of an error a response stream is closed with inside its pull, which
+   * broke LOG_FORMAT=json (see closeBody). Without it the body is closed with the error.
    */
   cutClient?: () => void;
 }
@@ -579,7 +580,7 @@ class Exchange implements Stoppable {
     this.early = null;
     if (early) for (const b of early) this.deliver(b);
     if (this.ended || this.error) {
-      this.closeBody();
+      this.closeBody(true);
       return undefined;
     }
     return new Promise<void>((r) => (this.endPull = r));
@@ -625,11 +626,17 @@ class Exchange implements Stoppable {
     }
   }
 
-  private closeBody(): void {
+  /**
+   * `inPull`: called from Bun's pull (attach). A stream closed with an error there has its stack
+   * printed by Bun (breaking LOG_FORMAT=json), so it is left open and unfed until the server drops
+   * the connection (cutClient: Bun's request timeout, which fires on its 4 s timer tick). Anywhere
+   * else (a cut mid-stream: a force-release, LLM_IDLE_TIMEOUT, an upstream that broke off) closing
+   * with the error prints nothing and closes the client's connection at once, without the last
+   * chunk: the client sees the answer cut, not a short one.
+   */
+  private closeBody(inPull = false): void {
     const ctl = this.ctl!;
-    if (this.error && this.cutClient) {
-      // The stream stays open and unfed until the server drops the connection (then cancel());
-      // the client sees the answer cut, as with an error, and nothing is printed.
+    if (this.error && this.cutClient && inPull) {
       this.cutClient();
       return;
     }

@@ -38,6 +38,27 @@ export function isConnectPhaseError(err: unknown): boolean {
   return code !== undefined && CONNECT_PHASE_CODES.has(code);
 }
 
+/**
+ * No answer in time, as opposed to a definite one (refused, no such host, reset, an HTTP error):
+ * a timeout while connecting or waiting for the answer, or a temporary DNS failure. The upstream
+ * may well be running, only too busy to answer (SPEC "Restarts": the start fails closed on it).
+ */
+export function isNoAnswer(err: unknown): boolean {
+  const name = (err as { name?: unknown } | null)?.name;
+  if (name === "TimeoutError" || name === "AbortError") return true;
+  const code = errorCode(err);
+  return code === "ETIMEDOUT" || code === "ConnectionTimeout" || code === "EAI_AGAIN";
+}
+
+/**
+ * A connection refused (a TCP reset to the SYN): nothing listens at that address. Not a timeout,
+ * a reset of an open connection, or a name that did not resolve: those leave a process possible.
+ */
+export function isConnectionRefused(err: unknown): boolean {
+  const code = errorCode(err);
+  return (code === "ECONNREFUSED" || code === "ConnectionRefused") && (!(err instanceof UpstreamError) || err.beforeConnect);
+}
+
 /** One short human reason for logs and 502 bodies, never a stack. */
 export function describeFetchError(err: unknown): string {
   const code = errorCode(err);

@@ -32,15 +32,17 @@ test("the instance is found from LISTEN_*: the Ollama listener, else ComfyUI's, 
   expect(instanceUrl({ ollamaUrl: "x", listenOllama: "[::1]:11434", listenComfy: ":8188" })).toBe("http://[::1]:11434");
 });
 
-test("status, --json and --watch against a running turnstile", async () => {
-  stack = await startStack({ comfy: { jobMs: 300 } });
+test("status, --json and --watch against a running turnstile: which card, and its upstreams in a table with their masked URLs", async () => {
+  stack = await startStack({ comfy: { jobMs: 300 }, env: { CARD_NAME: "desk-4090" } });
   const { t } = stack;
   const env = { OLLAMA_URL: "http://127.0.0.1:1" };
   let text = "";
   expect(await statusCommand({ url: t.comfyUrl, json: false, watch: false, env, out: (s) => (text += s) })).toBe(0);
+  expect(text.split("\n")[0]).toBe("card: desk-4090   (gpu-turnstile v0.0.0-test)");
   expect(text).toContain("GPU: idle for");
-  expect(text).toMatch(/^ollama: up \S+$/m);
-  expect(text).toMatch(/^comfy: up \S+$/m);
+  expect(text).toMatch(/^ {2}upstream +state +version +url +reason$/m);
+  expect(text).toMatch(new RegExp(`^ {2}Ollama +up +\\S+ +${stack.ollama!.url.replaceAll(".", "\\.")} +–$`, "m"));
+  expect(text).toMatch(new RegExp(`^ {2}ComfyUI +up +\\S+ +${stack.comfy!.url.replaceAll(".", "\\.")} +–$`, "m"));
 
   let json = "";
   expect(await statusCommand({ url: t.comfyUrl, json: true, watch: false, env, out: (s) => (json += s) })).toBe(0);
@@ -135,8 +137,12 @@ test("status shows every job with its queue time apart from its run, every waite
   const text = renderStatus(doc);
   expect(text).toContain("image: job 2 prompt p-2 running, step 7 of 20, waited 40ms, in ComfyUI's queue 6.0s, running 2.0s, from 10.0.0.9 client_id tab-1");
   expect(text).toContain("waiting: chat 9 behind image job 2, for 3.0s, estimate 12s, from 10.0.0.5");
-  expect(text).toContain("  llama3.2:latest  4.0 GiB  25%/75% CPU/GPU  until 4m00s from now");
+  expect(text).toContain("ollama models (as /api/ps said 1.0s ago):\n  model            size     processor        until\n  llama3.2:latest  4.0 GiB  25%/75% CPU/GPU  4m00s from now\n");
   expect(text).toContain("comfy memory: 6.0 GiB of 24.0 GiB in use (torch 5.0 GiB)");
+  // A ComfyUI on cpu/mps reports the machine's RAM: shown as shared, not as 23.5 GiB "in use" (issue 27).
+  const shared = renderStatus({ ...doc, comfy_memory: { used: 2 * 2 ** 30, total: 23.5 * 2 ** 30, torch_reserved: 23.5 * 2 ** 30, shared: "mps", at: now } } as StatusDoc);
+  expect(shared).toContain("comfy memory: shared with the system (mps: not measured)");
+  expect(shared).not.toContain("in use");
 });
 
 test("the config's ADMIN_TOKEN goes only to its own instance: loopback, its listen address or an ALLOWED_HOSTS name, never another --url", () => {
@@ -150,3 +156,111 @@ test("the config's ADMIN_TOKEN goes only to its own instance: loopback, its list
     expect(findInstance({ env, url })).toEqual({ base: url, headers: {} });
   }
 });
+
+/** A status document with nothing going on, for the renderings below. */
+function idleDoc(now: number, extra: Partial<StatusDoc> = {}): StatusDoc {
+  return {
+    version: "v1",
+    card: "desk-4090",
+    state: "idle",
+    state_since: new Date(now - 1000).toISOString(),
+    now,
+    models: null,
+    models_at: null,
+    comfy_memory: null,
+    waiting: [],
+    waiting_omitted: 0,
+    llm: { inflight: 0, waiting: 0, oldest_wait_ms: 0, requests: [], requests_omitted: 0 },
+    image: { running: null, queued: 0, waiting: 0, retrying: 0, session: null, jobs: [], jobs_omitted: 0 },
+    lease: null,
+    upstreams: {},
+    recent: [],
+    history: [],
+    ...extra,
+  };
+}
+
+test("chats alone: the LLM table comes first; with a lease, the lease (and its holder's address, for those who may see it) comes first", () => {
+  const now = 2_000_000;
+  const llm = { inflight: 1, waiting: 0, oldest_wait_ms: 0, requests: [{ id: 1, path: "/api/chat", model: "llama3.2", age_ms: 500, waiting: false, since: now - 500, client: "10.0.0.7" }], requests_omitted: 0 };
+  const chats = renderStatus(idleDoc(now, { state: "llm", llm, models: [], models_at: now })).split("\n");
+  expect(chats[2]).toBe("llm: 1 in flight, 0 waiting");
+  expect(chats[3]).toBe("  holds /api/chat llama3.2 from 10.0.0.7 500ms");
+
+  const lease = { id: "l-1", holder: "backup", since: now - 5000, age_ms: 5000, expires_at: new Date(now + 60_000).toISOString(), expires_in_ms: 60_000, client: "10.0.0.8" };
+  const leased = renderStatus(idleDoc(now, { state: "lease", lease })).split("\n");
+  expect(leased[2]).toBe("lease: backup (l-1) from 10.0.0.8, held 5.0s, ends in 1m00s unless renewed");
+  expect(leased[3]).toStartWith("llm: ");
+  // Without the token the document has no address, and nothing stands in for one.
+  const { client: _c, ...open } = lease;
+  expect(renderStatus(idleDoc(now, { state: "lease", lease: open })).split("\n")[2]).toBe("lease: backup (l-1), held 5.0s, ends in 1m00s unless renewed");
+});
+
+test("empty values in the tables are – for people, never - (JSON keeps null)", () => {
+  const now = 3_000_000;
+  const doc = idleDoc(now, {
+    models: [{ name: "nomic-embed-text", size: 2 ** 30, size_vram: 2 ** 30, expires_at: null }],
+    models_at: now,
+    upstreams: { ollama: { up: null, version: null }, comfy: { up: false, version: null, reason: "connection refused", url: "http://***@gpu-box:8188" } },
+  });
+  const text = renderStatus(doc);
+  expect(text).toMatch(/^ {2}nomic-embed-text +1\.0 GiB +100% GPU +–$/m);
+  expect(text).toMatch(/^ {2}Ollama +not probed yet +– +– +–$/m);
+  expect(text).toMatch(/^ {2}ComfyUI +down +– +http:\/\/\*\*\*@gpu-box:8188 +connection refused$/m);
+  expect(text).not.toMatch(/(^| )-( |$)/m);
+});
+
+test("an upstream URL's credentials are masked in the status document and the table", async () => {
+  again = startTestTurnstile({ OLLAMA_URL: "http://admin:s3cret@127.0.0.1:1", COMFY_URL: "", HEALTH_INTERVAL: "1h" });
+  let text = "";
+  let json = "";
+  expect(await statusCommand({ url: again.ollamaUrl, json: false, watch: false, env: {}, out: (s) => (text += s) })).toBe(0);
+  expect(await statusCommand({ url: again.ollamaUrl, json: true, watch: false, env: {}, out: (s) => (json += s) })).toBe(0);
+  expect(JSON.parse(json).upstreams.ollama.url).toBe("http://***@127.0.0.1:1");
+  expect(text).toMatch(/^ {2}Ollama +\S.* +http:\/\/\*\*\*@127\.0\.0\.1:1/m);
+  expect(text + json).not.toContain("s3cret");
+});
+
+test("status --watch says in its own words that the connection was cut, not Bun's \"pass verbose: true\"", async () => {
+  // A turnstile that dies mid-stream (kill -9, a network cut): the socket closes under the reader.
+  const doc = JSON.stringify(idleDoc(Date.now()));
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: () => new Response(new ReadableStream({ start: (c) => c.enqueue(`event: status\ndata: ${doc}\n\n`) }), { headers: { "content-type": "text/event-stream" } }),
+  });
+  const stop = new AbortController();
+  let watched = "";
+  const err: string[] = [];
+  const write = process.stderr.write;
+  process.stderr.write = ((s: string) => (err.push(s), true)) as typeof process.stderr.write;
+  try {
+    const watching = statusCommand({ url: `http://127.0.0.1:${server.port}`, json: false, watch: true, env: {}, out: (s) => (watched += s), signal: stop.signal });
+    await until(() => watched.includes("GPU: idle"), "the first snapshot");
+    server.stop(true);
+    await until(() => err.join("").includes("lost the event stream"), "the loss said");
+    stop.abort();
+    expect(await watching).toBe(0);
+  } finally {
+    process.stderr.write = write;
+    server.stop(true);
+  }
+  expect(err.join("")).toContain("lost the event stream (the connection was cut); reconnecting");
+  expect(err.join("")).not.toContain("verbose");
+});
+
+test("status --watch shows a model loading and unloading as it happens, once each", async () => {
+  stack = await startStack({ ollama: { loadMs: 100, unloadMs: 50 }, comfy: false, env: { HEALTH_INTERVAL: "1h" } });
+  const { t } = stack;
+  const stop = new AbortController();
+  let watched = "";
+  const watching = statusCommand({ url: t.ollamaUrl, json: false, watch: true, env: {}, out: (s) => (watched += s), signal: stop.signal });
+  await until(() => watched.includes("GPU: idle"), "the first snapshot");
+  const chat = await fetch(`${t.ollamaUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", keep_alive: "1s", stream: false, messages: [{ role: "user", content: "hi" }] }) });
+  await chat.text();
+  await until(() => watched.includes("ollama models: llama3.2:latest (100% GPU)\n"), "the load", 5000);
+  await until(() => watched.includes("ollama models: none\n"), "the unload when its keep-alive ended", 10_000);
+  stop.abort();
+  expect(await watching).toBe(0);
+  expect(watched.match(/ollama models: llama3\.2:latest/g)).toHaveLength(1);
+}, 20_000);

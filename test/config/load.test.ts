@@ -400,6 +400,7 @@ describe("describeConfig", () => {
       "LEASE_MAX_TTL=12h0m0s",
       "STATE_DIR=",
       "ADMIN_TOKEN=",
+      "TRUSTED_PROXIES=",
       "CARD_NAME=",
       "AGENT_LISTEN=",
       "AUTO_UPDATE=true",

@@ -44,6 +44,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   leaseMaxTtlMs: "number",
   stateDir: "string",
   adminToken: "string",
+  trustedProxies: "string",
   cardName: "string",
   agentListen: "string",
   appVer: "string",

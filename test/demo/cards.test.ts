@@ -29,6 +29,11 @@ test.skipIf(!findHaproxy())(
       expect(c.overlaps).toBe(0);
     }
     expect(r.out).toMatch(/GPU overlaps: 0\n/);
+    // Each card's page and `status`, named by card.
+    for (const card of ["card1", "card2"]) {
+      expect(r.out).toMatch(new RegExp(`status page \\(${card}\\): +http://127\\.0\\.0\\.1:\\d+/turnstile/\n`));
+      expect(r.out).toMatch(new RegExp(`in a terminal \\(${card}\\): .+ status --watch --url http://127\\.0\\.0\\.1:\\d+\n`));
+    }
     // The workload plays as scripted once everything is up: its first chat starts at once, not
     // bunched with every arrival the start-up delayed.
     const first = /\+\s*([\d.]+)s\s+alice\s+asks/.exec(r.out);

@@ -48,9 +48,14 @@ test(
     expect(withT.out).not.toContain("OVERLAP:");
     expect(withT.out.match(/image job \d +ComfyUI freed its VRAM/g)).toHaveLength(1);
     expect(withT.out).not.toContain("\x1b[");
+    // It points at what shows the card live: the status page and `status`.
+    const page = /status page: +(http:\/\/127\.0\.0\.1:\d+)\/turnstile\/\n/.exec(withT.out)?.[1];
+    expect(page).toBeDefined();
+    expect(withT.out).toMatch(new RegExp(`in a terminal: .+ status --watch --url ${page!.replaceAll(".", "\\.")}\n`));
 
     expect(without.code).toBe(0);
     expect(without.out).toContain("summary (WITHOUT the turnstile)");
+    expect(without.out).not.toContain("status page");
     const n = Number(/GPU overlaps: (\d+)/.exec(without.out)?.[1]);
     expect(n).toBeGreaterThan(0);
   },

@@ -30,7 +30,21 @@ describe("decideAtStart", () => {
     expect(decideAtStart(empty, undefined)).toEqual({ kind: "idle" });
   });
 
-  test("no queue read: the state is unknown, with the reason", () => {
-    expect(decideAtStart(new Error("ECONNREFUSED"), undefined)).toEqual({ kind: "unknown", reason: "ECONNREFUSED" });
+  test("no queue read, for a definite reason (refused, no such host, reset, not a queue): not running, with the reason", () => {
+    const refused = Object.assign(new Error("connect failed"), { code: "ECONNREFUSED" });
+    expect(decideAtStart(refused, undefined)).toEqual({ kind: "down", reason: "ECONNREFUSED: connect failed" });
+    for (const code of ["ENOTFOUND", "ECONNRESET", "BAD_UPSTREAM_RESPONSE"]) {
+      expect(decideAtStart(Object.assign(new Error("x"), { code }), 3 * GiB).kind).toBe("down");
+    }
+    // Something answers, but not ComfyUI's queue (another server, a proxy with nothing behind it).
+    expect(decideAtStart(new Error("GET /queue: HTTP 404 not found"), 0).kind).toBe("down");
+  });
+
+  test("no answer in time: ComfyUI may be running a job, too busy to say so — unread, never idle (issue 26)", () => {
+    const late = new DOMException("no answer within PROBE_TIMEOUT (5s)", "TimeoutError");
+    expect(decideAtStart(late, undefined)).toEqual({ kind: "unread", reason: "no answer within PROBE_TIMEOUT (5s)" });
+    // A SYN nobody answered in time and a temporary DNS failure cannot tell "not running" either.
+    expect(decideAtStart(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" }), undefined).kind).toBe("unread");
+    expect(decideAtStart(Object.assign(new Error("dns"), { code: "EAI_AGAIN" }), undefined).kind).toBe("unread");
   });
 });

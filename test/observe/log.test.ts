@@ -35,7 +35,7 @@ describe("text format", () => {
     const { logger, lines } = capture();
     logger.info("m", { a: 'say "hi"', b: "k=v", c: "two\nlines", d: { x: [1, 2] }, e: null, f: 10n });
     expect(lines[0]).toBe(
-      '2026-12-02T16:01:29.123Z INFO  m a="say \\"hi\\"" b="k=v" c="two\\nlines" d="{\\"x\\":[1,2]}" e=null f=10\n',
+      '2026-12-02T16:01:29.123Z INFO  m a="say \\"hi\\"" b="k=v" c="two\\nlines" d="{\\"x\\":[1,2]}" e=– f=10\n',
     );
   });
 
@@ -90,6 +90,16 @@ describe("json format", () => {
       _time: "clash",
       _msg: "clash2",
     });
+  });
+});
+
+describe("empty values", () => {
+  test("an empty value is null in JSON and a dash people read as none in text, never \"-\"", () => {
+    const text = capture();
+    const json = capture({ format: "json" });
+    for (const { logger } of [text, json]) logger.warn("force-release by 127.0.0.1", { lease: null, jobs_interrupted: null, llm_cut: 0 });
+    expect(text.lines[0]).toContain(" lease=– jobs_interrupted=– llm_cut=0");
+    expect(JSON.parse(json.lines[0] as string)).toMatchObject({ lease: null, jobs_interrupted: null, llm_cut: 0 });
   });
 });
 

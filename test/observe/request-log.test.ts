@@ -15,7 +15,7 @@ describe("formatRequestLine", () => {
   test("plain lines", () => {
     expect(formatRequestLine("-->", CHAT)).toBe("--> POST /api/chat");
     expect(formatRequestLine("<--", { ...CHAT, status: 200, durationMs: 12.34 })).toBe("<-- 200 POST /api/chat 12.3ms");
-    expect(formatRequestLine("<--", { ...CHAT, durationMs: 5 })).toBe("<-- - POST /api/chat 5.0ms");
+    expect(formatRequestLine("<--", { ...CHAT, durationMs: 5 })).toBe("<-- – POST /api/chat 5.0ms");
     expect(formatRequestLine("<--", { ...CHAT, status: 200, durationMs: 5012, bytes: 12_600 })).toBe("<-- 200 POST /api/chat 5.01s 12.3KiB");
   });
 
@@ -62,8 +62,8 @@ describe("formatDuration", () => {
       "59m59s",
       "1h02m",
     ]);
-    expect(formatDuration(-1)).toBe("-");
-    expect(formatDuration(NaN)).toBe("-");
+    expect(formatDuration(-1)).toBe("–");
+    expect(formatDuration(NaN)).toBe("–");
   });
 });
 

@@ -16,6 +16,11 @@ import { parseUnit, unitValue } from "../../src/service/systemd-unit.ts";
 import { standInConfig } from "./stand-ins.ts";
 
 const FIXTURES = join(import.meta.dir, "fixtures");
+/**
+ * Not /tmp: a --no-copy install registers the test's "downloaded" binary where it is, and a unit
+ * with PrivateTmp=yes refuses /tmp (its sandbox hides it). /dev/shm is not hidden by the unit.
+ */
+const WORK = existsSync("/dev/shm") ? "/dev/shm" : tmpdir();
 
 let dir: string;
 let root: string;
@@ -42,7 +47,7 @@ const host = (p: string) => join(root, p);
 const text = (o: Outcome) => formatLines(o.lines);
 
 beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), "gt-linux-"));
+  dir = mkdtempSync(join(WORK, "gt-linux-"));
   root = join(dir, "root");
   state = join(dir, "state");
   mkdirSync(join(root, "run/systemd/system"), { recursive: true });
@@ -240,6 +245,61 @@ describe("installLinux against a temporary root", () => {
     expect(out.exitCode).toBe(1);
     expect(text(out)).toContain(`no config file at ${host(LINUX_LAYOUT.configPath)}`);
     expect(takeCalls()).toEqual([]);
+  });
+
+  test("--no-copy from /tmp, as citty parses the command line, is refused with the reason and the fix before any change (issue 28)", async () => {
+    const { parseArgs } = await import("citty");
+    const { installServiceArgs, noCopyFrom } = await import("../../src/cli/index.ts");
+    const args = parseArgs(["--no-copy"], installServiceArgs);
+    // citty turns --no-copy into the negation of `copy`; the flag's own name stays unset.
+    expect(args).toMatchObject({ copy: false });
+    expect(args["no-copy"]).toBeUndefined();
+    const inTmp = mkdtempSync(join(tmpdir(), "gt-notmp-"));
+    try {
+      const binary = join(inTmp, "gpu-turnstile");
+      writeFileSync(binary, "#!binary v1\n", { mode: 0o755 });
+      writeFileSync(join(inTmp, "gpu-turnstile.env"), "COMFY_URL=http://127.0.0.1:8189\n");
+      const out = await installLinux(platform(), { ...opts(), selfPath: binary, noCopy: noCopyFrom(args) });
+      expect(out.exitCode).toBe(1);
+      const said = text(out);
+      expect(said).toContain(`--no-copy: the binary ${binary} is in /tmp, which the unit's sandbox hides from the service (PrivateTmp=yes): the service could not start.`);
+      expect(said).toContain(`--no-copy: the config ${join(inTmp, "gpu-turnstile.env")} is in /tmp`);
+      expect(said).toContain("Install without --no-copy");
+      expect(said).toContain("or move the file out of /tmp first");
+      expect(said).not.toContain("enabled and started");
+      expect(takeCalls()).toEqual([]);
+      expect(existsSync(host(LINUX_LAYOUT.unitPath))).toBe(false);
+    } finally {
+      rmSync(inTmp, { recursive: true, force: true });
+    }
+  });
+
+  test.each([
+    ["/tmp/x/gpu-turnstile", "/tmp", "PrivateTmp=yes"],
+    ["/var/tmp/gpu-turnstile", "/var/tmp", "PrivateTmp=yes"],
+    ["/home/ann/bin/gpu-turnstile", "/home", "ProtectHome=yes"],
+    ["/root/gpu-turnstile", "/root", "ProtectHome=yes"],
+    ["/run/user/1000/gpu-turnstile", "/run/user", "ProtectHome=yes"],
+  ])("--no-copy of %p is refused: %p is hidden by %p", async (binary, dir, by) => {
+    const out = await installLinux(platform(), { ...opts(), selfPath: binary, noCopy: true });
+    expect(out.exitCode).toBe(1);
+    expect(text(out)).toContain(`the binary ${binary} is in ${dir}, which the unit's sandbox hides from the service (${by})`);
+    expect(takeCalls()).toEqual([]);
+  });
+
+  test("--no-copy with the binary in a visible place but its config in /var/tmp is refused, naming the config", async () => {
+    const inVarTmp = mkdtempSync(join("/var/tmp", "gt-cfg-"));
+    try {
+      const cfg = join(inVarTmp, "gpu-turnstile.env");
+      writeFileSync(cfg, "COMFY_URL=http://127.0.0.1:8189\n");
+      const out = await installLinux(platform(), { ...opts(), noCopy: true, configPath: cfg });
+      expect(out.exitCode).toBe(1);
+      expect(text(out)).toContain(`--no-copy: the config ${cfg} is in /var/tmp, which the unit's sandbox hides from the service (PrivateTmp=yes): the service would not see it.`);
+      expect(text(out)).not.toContain("--no-copy: the binary");
+      expect(takeCalls()).toEqual([]);
+    } finally {
+      rmSync(inVarTmp, { recursive: true, force: true });
+    }
   });
 
   test("remove after --no-copy leaves the user's binary alone", async () => {

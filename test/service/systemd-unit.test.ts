@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { diffUnits, execPathOf, parseUnit, renderUnit, unitValue } from "../../src/service/systemd-unit.ts";
+import { diffUnits, execPathOf, hiddenBySandbox, hiddenDirOf, parseUnit, renderUnit, unitValue } from "../../src/service/systemd-unit.ts";
 
 const unit = renderUnit({ execPath: "/var/lib/gpu-turnstile/gpu-turnstile", configPath: "/etc/gpu-turnstile.env" });
 const entries = parseUnit(unit);
@@ -128,3 +128,19 @@ describe.skipIf(!analyze)("systemd-analyze verify", () => {
   });
 });
 if (!analyze) console.warn("note: systemd-analyze not found (apt-get install systemd): unit verification skipped");
+
+describe("the directories the unit's own sandbox hides (install-service --no-copy refuses them, issue 28)", () => {
+  test("read from the unit install-service writes: /home, /root, /run/user (ProtectHome) and /tmp, /var/tmp (PrivateTmp)", () => {
+    const hidden = hiddenBySandbox(parseUnit(renderUnit({ execPath: "/opt/gpu-turnstile/gpu-turnstile", configPath: "/etc/gpu-turnstile.env" })));
+    expect(hidden.map((h) => h.dir).sort()).toEqual(["/home", "/root", "/run/user", "/tmp", "/var/tmp"]);
+  });
+
+  test("a path is hidden only inside the directory, not beside it", () => {
+    const hidden = hiddenBySandbox(parseUnit("[Service]\nPrivateTmp=yes\nProtectHome=read-only\nInaccessiblePaths=-/srv/secret /mnt/x/\n"));
+    expect(hidden.map((h) => h.dir)).toEqual(["/tmp", "/var/tmp", "/srv/secret", "/mnt/x"]);
+    expect(hiddenDirOf("/tmp", hidden)?.by).toBe("PrivateTmp=yes");
+    expect(hiddenDirOf("/tmpfiles/gpu-turnstile", hidden)).toBeUndefined();
+    expect(hiddenDirOf("/home/ann/gpu-turnstile", hidden)).toBeUndefined();
+    expect(hiddenDirOf("/srv/secret/gpu-turnstile.env", hidden)?.dir).toBe("/srv/secret");
+  });
+});

@@ -1,15 +1,18 @@
 /**
  * The status page in a real browser (Debian's `chromium`, driven over the DevTools protocol), in
- * every state an operator meets: idle, chats, an image session of several jobs, a lease, the
- * server gone and back — live from /turnstile/events. Saves a screenshot of each state to the temp
- * directory; with UPDATE_SCREENSHOT=1 the session's goes to docs/status-page.png (the README's; a
- * run would otherwise leave that file changed every time).
+ * every state an operator meets: idle, chats (their model loaded), an image session of several
+ * jobs with a waiter (the model unloaded), a lease, the server gone and back — live from
+ * /turnstile/events. Saves a screenshot of each state, on a desktop and at a phone's width, to the
+ * temp directory; with UPDATE_SCREENSHOT=1 to docs/screenshots/ instead, and the session's to
+ * docs/status-page.png (the README's; a run would otherwise leave those files changed every time).
  * Skips with a note where chromium is missing.
  */
 import { afterEach, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { GpuEvent } from "../../src/sim/index.ts";
+import { now } from "../../src/sim/clock.ts";
 import { newPromptId, postJson, promptBody, startStack, submit, until, type Stack } from "../e2e/jobs/helpers.ts";
 import { startTestTurnstile, type TestTurnstile } from "../support/turnstile.ts";
 
@@ -64,8 +67,13 @@ async function openPage(url: string) {
       const r = await send("Runtime.evaluate", { expression, returnByValue: true });
       return r.result?.result?.value;
     },
-    async screenshot(path: string) {
-      const r = await send("Page.captureScreenshot", { format: "png" });
+    /** The whole page as laid out at `width` CSS px (a phone's when narrow), from its top. */
+    async screenshot(path: string, width = 900) {
+      const mobile = width < 600;
+      await send("Emulation.setDeviceMetricsOverride", { width, height: mobile ? 844 : 1100, deviceScaleFactor: 1, mobile });
+      const height = Number((await send("Runtime.evaluate", { expression: "document.documentElement.scrollHeight", returnByValue: true })).result?.result?.value ?? 1100);
+      const r = await send("Page.captureScreenshot", { format: "png", captureBeyondViewport: true, clip: { x: 0, y: 0, width, height, scale: 1 } });
+      await send("Emulation.clearDeviceMetricsOverride");
       writeFileSync(path, Buffer.from(r.result.data, "base64"));
     },
     async close() {
@@ -90,17 +98,28 @@ afterEach(async () => {
   again = undefined;
 });
 
-/** Where each state's screenshot goes; the session's is the README's with UPDATE_SCREENSHOT=1. */
-const shotPath = (name: string, readme = false) =>
-  readme && process.env.UPDATE_SCREENSHOT === "1" ? new URL("../../docs/status-page.png", import.meta.url).pathname : join(tmpdir(), `gpu-turnstile-page-${name}.png`);
+const UPDATE = process.env.UPDATE_SCREENSHOT === "1";
+/** Where each state's screenshot goes: docs/screenshots/ with UPDATE_SCREENSHOT=1, else the temp directory. */
+const shotPath = (name: string) => (UPDATE ? new URL(`../../docs/screenshots/page-${name}.png`, import.meta.url).pathname : join(tmpdir(), `gpu-turnstile-page-${name}.png`));
 
-test.skipIf(!haveChromium)("every state of the page: idle, chats, a session of several jobs, a lease, the server gone and back", async () => {
+/** A state on a desktop and at a phone's width; the session's desktop one is also the README's. */
+async function shots(p: { screenshot(path: string, width?: number): Promise<void> }, name: string, readme = false) {
+  await p.screenshot(shotPath(`${name}-desktop`));
+  await p.screenshot(shotPath(`${name}-phone`), 390);
+  if (readme && UPDATE) await p.screenshot(new URL("../../docs/status-page.png", import.meta.url).pathname);
+}
+
+test.skipIf(!haveChromium)("every state of the page: idle, chats loading a model, a session of several jobs with a waiter, a lease, the server gone and back", async () => {
+  // Probes an hour apart: whatever the card section shows after the start, the page's own reads brought.
   stack = await startStack({
-    ollama: { tokenDelayMs: 100, tokens: 30 },
+    ollama: { tokenDelayMs: 100, tokens: 30, loadMs: 200, unloadMs: 100 },
     comfy: { jobMs: 2000, freeDelayMs: 50 },
-    env: { IMAGE_SESSION_MAX: "30s", HEALTH_INTERVAL: "1h" },
+    env: { IMAGE_SESSION_MAX: "30s", HEALTH_INTERVAL: "1h", CARD_NAME: "desk-4090" },
   });
-  const { t } = stack;
+  const { t, gpu } = stack;
+  const marks: GpuEvent[] = [];
+  gpu.on((e) => (e.kind === "loaded" || e.kind === "unloaded") && e.tenant === "ollama" && marks.push(e));
+  const mark = (kind: GpuEvent["kind"]) => marks.find((m) => m.kind === kind)?.at;
   page = await openPage(`${t.comfyUrl}/turnstile/`);
   const p = page;
   const text = (sel: string) => p.text(sel);
@@ -111,14 +130,28 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats, a session of s
   expect(await text("#conn")).toBe("live");
   await shown("#models", "Ollama holds no model", "Ollama's empty /api/ps");
   await shown("#card", "ComfyUI sees", "ComfyUI's memory");
-  await p.screenshot(shotPath("idle"));
+  // Which card this is, in the header; the upstreams with a header row and where they are.
+  expect(await text("#card-name")).toBe("desk-4090");
+  expect(await p.run(`document.querySelector("h1").getBoundingClientRect().height < 60`)).toBe(true);
+  const upstreams = await text("#upstreams");
+  expect(upstreams).toStartWith("upstreamstateversionURLreason");
+  expect(upstreams).toContain(stack.ollama!.url);
+  expect(upstreams).toContain(stack.comfy!.url);
+  expect(upstreams).not.toMatch(/(^|[^\w])-([^\w]|$)/);
+  await shots(p, "1-idle");
 
-  // Chats: two streams hold the card.
+  // Chats: two streams hold the card; their model shows as loaded while they run (within 2 s of
+  // the load), and their table is first: they are all that goes on.
   const chat = (model: string) => postJson(`${t.ollamaUrl}/api/chat`, { model, stream: true, messages: [{ role: "user", content: "hi" }] });
   const chats = [chat("llama3.2"), chat("llama3.2")];
   await shown("#llm-summary", "2 in flight", "two chats in flight");
   expect(await text("#state")).toBe("llm");
-  await p.screenshot(shotPath("chats"));
+  await until(() => mark("loaded") !== undefined, "the chats' model loaded", 10_000);
+  await until(async () => (await text("#models")).includes("llama3.2:latest"), "the loaded model on the page", 5000);
+  expect(now() - mark("loaded")!).toBeLessThan(2000);
+  expect(await text("#models")).toContain("100% GPU");
+  expect(await p.run(`document.querySelector("main section").id`)).toBe("llm-card");
+  await shots(p, "2-chats-model-loaded");
   await Promise.all(chats.map(async (c) => (await c).text()));
 
   // A session of three jobs from one client with its /ws relayed: one runs with its step, two
@@ -129,6 +162,10 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats, a session of s
   const withClient = (id: string) => JSON.stringify({ ...JSON.parse(promptBody(id)), client_id: clientId });
   const ids = [newPromptId(), newPromptId(), newPromptId()];
   const jobs = ids.map((id) => submit(t, withClient(id)));
+  // The session empties Ollama first: the model shows as gone within 2 s of its unload.
+  await until(() => mark("unloaded") !== undefined, "the model unloaded for the session", 10_000);
+  await until(async () => (await text("#models")).includes("Ollama holds no model"), "the unload on the page", 5000);
+  expect(now() - mark("unloaded")!).toBeLessThan(2000);
   await shown("#image", "2 queued in ComfyUI", "two jobs queued behind the running one");
   const jobsTable = await text("#jobs");
   for (const id of ids) expect(jobsTable).toContain(id);
@@ -136,11 +173,18 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats, a session of s
   expect(jobsTable).toContain("in ComfyUI's queue");
   await shown("#image", "step ", "the running job's step");
   const waiter = postJson(`${t.ollamaUrl}/api/chat`, { model: "qwen2.5:7b", stream: false, messages: [{ role: "user", content: "hi" }] });
-  await shown("#waiting", "behind image job", "the chat waiting behind the session, with its reason");
+  const runningJob = () => t.status.snapshot(false).image.running?.job;
+  const behindRunning = async () => (await text("#waiting")).includes(`behind image job ${runningJob()}`);
+  await until(behindRunning, "the chat waiting behind the running job, with its reason", 10_000);
+  const first = runningJob();
   expect(await text("#waiting")).toMatch(/~\d+ s/);
   expect(await text("#phase")).toBe("running");
+  expect(await p.run(`document.querySelector("main section").id`)).toBe("image-card");
   await shown("#jobs", "/20", "a step in the jobs table");
-  await p.screenshot(shotPath("session", true));
+  await shots(p, "3-session-with-waiter", true);
+  // The reason moves with the session: behind the next job once the first is done.
+  await until(() => runningJob() !== first, "the session's next job running", 10_000);
+  if (runningJob() !== undefined) await until(behindRunning, "the waiter's reason following the running job", 5000);
   await Promise.all(jobs.map(async (j) => (await j).text()));
   await (await waiter).text();
   ws.close();
@@ -155,12 +199,13 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats, a session of s
   await until(async () => (await p.run(`document.querySelector("#steer").hidden === false`)) === true, "the steering controls", 10_000);
   await p.run(`document.querySelector("#holder").value = "browser test"; document.querySelector("#lease-form").requestSubmit()`);
   await shown("#lease", "taken here", "the page's own lease");
+  expect(await text("#lease")).toContain("from 127.0.0.1"); // who holds the card, for one who may steer
   expect(await p.run(`document.querySelector("#take").disabled`)).toBe(true);
   const queued = postJson(`${t.ollamaUrl}/turnstile/lease`, { holder: "trainer", ttl: "5m" });
   await shown("#lease", "trainer waits for the card", "the queued lease in the lease card");
   expect(await text("#waiting")).toContain("lease trainer");
   expect(await text("#image")).toContain("none running");
-  await p.screenshot(shotPath("lease"));
+  await shots(p, "4-lease");
   await p.run(`window.confirm = () => true; document.querySelector("#release").click()`);
   await shown("#steer-msg", "1 waiting lease(s) ended", "the release's answer, naming the waiting lease");
   expect(await text("#steer-msg")).toContain("lease revoked");
@@ -175,7 +220,7 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats, a session of s
   expect(await text("#conn")).toMatch(/^connection lost since .+ ago\); reconnecting…$/);
   expect(await p.run(`[...document.querySelectorAll("#steer button")].filter((b) => !b.hidden).every((b) => b.disabled)`)).toBe(true);
   expect(await p.run(`getComputedStyle(document.querySelector("#state").parentElement).opacity`)).toBe("0.4");
-  await p.screenshot(shotPath("gone"));
+  await shots(p, "5-server-gone");
 
   // The server back on the same port: live again, with the new instance's state.
   again = startTestTurnstile({
@@ -187,5 +232,5 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats, a session of s
   await until(async () => (await text("#conn")) === "live", "the page live again", 15_000);
   expect(await p.run(`document.body.classList.contains("stale")`)).toBe(false);
   expect(await p.run(`document.querySelector("#take").disabled`)).toBe(false);
-  await p.screenshot(shotPath("back"));
+  await shots(p, "6-server-back");
 }, 90_000);

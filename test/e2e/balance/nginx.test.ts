@@ -2,11 +2,13 @@
  * deploy/nginx.conf, run as shipped (addresses and ports rewritten) by a real nginx in front of two
  * turnstiles on their own simulated cards: nginx has no active checks, so the recipe is passive —
  * a busy card refuses a chat at once (X-Turnstile-Wait: 0) and nginx tries the next; when every
- * card refused, the chat waits at one. ComfyUI clients stay on one card by address (ip_hash).
+ * card refused, the chat waits at one. ComfyUI clients stay on one card by their whole address
+ * (hash $remote_addr consistent), and the clients of one /24 spread over the cards.
  * Skips with a note when nginx is missing.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { callsTo, newPromptId, promptBody, startStack, submit, until, type Stack } from "../jobs/helpers.ts";
@@ -76,7 +78,7 @@ describe.skipIf(!NGINX)("nginx in front of two cards, from deploy/nginx.conf", (
     expect(callsTo(cards[0]!.ollama!.calls, "/api/chat").length + callsTo(cards[1]!.ollama!.calls, "/api/chat").length).toBe(5);
   }, 15_000);
 
-  test("a ComfyUI client's /prompt, /history and /view reach one card (ip_hash)", async () => {
+  test("a ComfyUI client's /prompt, /history and /view reach one card", async () => {
     await Promise.all(cards.map((c) => c.t.settled()));
     for (const c of cards) c.comfy!.clearCalls();
     const res = await fetch(`${nginx!.comfy}/prompt`, { method: "POST", headers: { "content-type": "application/json" }, body: promptBody(newPromptId(), { sim_job_ms: 100 }) });
@@ -95,4 +97,74 @@ describe.skipIf(!NGINX)("nginx in front of two cards, from deploy/nginx.conf", (
     const other = cards[1 - card]!.comfy!.calls.filter((x) => x.headers["x-forwarded-for"] !== undefined);
     expect(other.map((x) => x.path)).toEqual([]);
   });
+
+  test("a chat whose client gives up while a card holds it is never run (nginx passes the abort on)", async () => {
+    await Promise.all(cards.map((c) => c.t.settled()));
+    for (const c of cards) c.ollama!.clearCalls();
+    let abandoned = 0;
+    const offs = cards.map((c) => c.t.lock.onEvent((e) => void (e.type === "abandoned" && e.kind === "llm" && abandoned++)));
+    try {
+      for (const c of cards) expect((await submit(c.t, promptBody(newPromptId(), { sim_job_ms: 2500 }))).status).toBe(200);
+      await until(() => cards.every((c) => c.t.lock.state === "image"), "both cards run an image job");
+      const gaveUp = new AbortController();
+      const outcome = fetch(`${nginx!.ollama}/api/chat`, {
+        method: "POST",
+        body: JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "anyone there?" }] }),
+        signal: gaveUp.signal,
+      }).then(
+        (r) => `answered ${r.status}`,
+        (e: unknown) => (e instanceof Error ? e.name : String(e)),
+      );
+      // Both cards refused it at once; error_page sent it to wait at one of them.
+      await until(() => cards.some((c) => c.t.lock.snapshot().llmWaiting > 0), "a card holds the chat");
+      setTimeout(() => gaveUp.abort(), 1000);
+      expect(await outcome).toBe("AbortError");
+      await until(() => abandoned > 0, "the card's turnstile gives the chat up");
+      await Promise.all(cards.map((c) => c.t.settled()));
+      expect(cards.map((c) => callsTo(c.ollama!.calls, "/api/chat").length)).toEqual([0, 0]);
+    } finally {
+      for (const off of offs) off();
+    }
+  }, 15_000);
+
+  test("clients from one /24 (127.0.0.x) spread over both cards, and each client's calls stay on its card", async () => {
+    await Promise.all(cards.map((c) => c.t.settled()));
+    for (const c of cards) c.comfy!.clearCalls();
+    // 16 hosts of one home LAN: ip_hash put all of them on one card.
+    const clients = Array.from({ length: 16 }, (_, i) => `127.0.0.${i + 10}`);
+    await Promise.all(
+      clients.map(async (from) => {
+        const id = newPromptId();
+        expect((await fromAddress(from, "POST", "/prompt", promptBody(id, { sim_job_ms: 5 }))).status).toBe(200);
+        expect((await fromAddress(from, "GET", `/history/${id}`)).status).toBe(200);
+        await fromAddress(from, "GET", `/view?filename=${from}.png&type=output`);
+      }),
+    );
+    const cardsOf = (from: string) => cards.flatMap((c, i) => (c.comfy!.calls.some((x) => x.headers["x-test-client"] === from) ? [i] : []));
+    const placement = Object.fromEntries(clients.map((from) => [from, cardsOf(from)]));
+    // Every client's /prompt, /history and /view reached one card, and only that one.
+    for (const from of clients) {
+      expect({ from, cards: placement[from]!.length }).toEqual({ from, cards: 1 });
+      const paths = cards[placement[from]![0]!]!.comfy!.calls.filter((x) => x.headers["x-test-client"] === from).map((x) => x.path.split("/")[1]);
+      expect({ from, paths: [...new Set(paths)].sort() }).toEqual({ from, paths: ["history", "prompt", "view"] });
+    }
+    const perCard = [0, 1].map((card) => clients.filter((from) => placement[from]![0] === card).length);
+    expect({ perCard, bothCardsHaveClients: perCard.every((n) => n > 0) }).toEqual({ perCard, bothCardsHaveClients: true });
+  }, 15_000);
 });
+
+/** One request to nginx's ComfyUI side from a given local address (one host of the LAN), tagged with it. */
+function fromAddress(from: string, method: string, path: string, body?: string): Promise<{ status: number }> {
+  const url = new URL(nginx!.comfy);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, method, path, localAddress: from, headers: { "x-test-client": from, "content-type": "application/json", connection: "close" } },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve({ status: res.statusCode ?? 0 }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}

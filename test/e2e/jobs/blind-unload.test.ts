@@ -155,7 +155,7 @@ test("nothing routed since /api/ps was last empty: an unreadable /api/ps costs n
   await s.t.settled();
   expect(unloadsSent(s)).toEqual([]);
   expect(callsTo(s.ollama!.calls, "/api/ps")).toHaveLength(1);
-  expect(warnLines(s.t, "unload not confirmed")[0]).toContain("tried=-");
+  expect(warnLines(s.t, "unload not confirmed")[0]).toContain("tried=–");
 });
 
 test("a routed name Ollama answered 404 for is not unloaded blind; the model it does know is", async () => {

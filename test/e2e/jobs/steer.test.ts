@@ -74,7 +74,7 @@ test("force-release ends a running image job: ComfyUI sees /interrupt, ComfyUI i
   expect(freed).toHaveLength(1);
   expect(s.t.status.snapshot(false).recent.map((j) => [j.prompt_id, j.outcome])).toEqual([[id, "interrupted"]]);
   // The force-release's line: plain values a log reader sees as written.
-  expect(s.t.logLines.join("")).toMatch(new RegExp(`force-release by 127\\.0\\.0\\.1 .*lease=- llm_cut=0 jobs_interrupted=${id} leases_cancelled=0`));
+  expect(s.t.logLines.join("")).toMatch(new RegExp(`force-release by 127\\.0\\.0\\.1 .*lease=– llm_cut=0 jobs_interrupted=${id} leases_cancelled=0`));
   // Well before the 30 s job would have ended on its own.
   expect(s.transitions.find((x) => x.from === "image")!.at - releasedAt).toBeLessThan(5000);
   expect(s.gpu.overlaps()).toEqual([]);

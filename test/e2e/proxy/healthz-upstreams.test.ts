@@ -69,7 +69,7 @@ test("a pass-through request to an upstream the probe finds down gets a 502 afte
   let res = await fetch(`${t.ollamaUrl}/api/tags`);
   expect(res.status).toBe(502);
   expect(retries()).toBeGreaterThan(0);
-  expect(((await res.json()) as { error: string }).error).toContain("gave up after UPSTREAM_RETRY_TIMEOUT");
+  expect(((await res.json()) as { error: string }).error).toContain("UPSTREAM_RETRY_TIMEOUT is 400ms");
 
   // Once a probe has found it down, Open WebUI's model list is answered at once, in Ollama's dialect.
   const probe = turnstile({ OLLAMA_URL: ollama.url, COMFY_URL: "", UPSTREAM_RETRY_TIMEOUT: "1h", HEALTH_INTERVAL: "0", LISTEN_OLLAMA_NESTED: "127.0.0.1:0" });
@@ -82,4 +82,23 @@ test("a pass-through request to an upstream the probe finds down gets a 502 afte
     expect(((await res.json()) as { error: string }).error).toContain("not retried: the health probe finds it down");
   }
   expect(probe.metrics.upstreamRetries.get({ upstream: "ollama" })).toBe(0);
+});
+
+// Issue 26, point 13: the fail-fast above was read once, when the request arrived. A request that
+// came before the probe's verdict — right after start, while /healthz already says "down" — then
+// retried for the whole UPSTREAM_RETRY_TIMEOUT, a warning per backoff, although the probe had
+// found the upstream down a moment later. Now each failed attempt asks again.
+test("a pass-through request that arrived before the first probe's verdict gets its 502 once the probe finds the upstream down", async () => {
+  const dead = await startOllamaSim();
+  await dead.stop();
+  const t = turnstile({ OLLAMA_URL: dead.url, COMFY_URL: "", UPSTREAM_RETRY_TIMEOUT: "10s", BACKOFF_INITIAL: "50ms", BACKOFF_MAX: "50ms", HEALTH_INTERVAL: "1h" });
+  // Not awaiting t.probed: the race at start, as a client sees it.
+  expect((await healthz(t.ollamaUrl)).upstreams.ollama).toBe("down");
+  const t0 = performance.now();
+  const res = await fetch(`${t.ollamaUrl}/api/tags`);
+  expect(res.status).toBe(502);
+  expect(performance.now() - t0).toBeLessThan(2000);
+  expect(((await res.json()) as { error: string }).error).toContain("not retried: the health probe finds it down");
+  // A few retries before the verdict at most, not one per 50 ms for 10 s.
+  expect(t.metrics.upstreamRetries.get({ upstream: "ollama" })).toBeLessThan(20);
 });
