@@ -45,8 +45,8 @@ function itemNumber(item: unknown): number {
 
 /**
  * ComfyUI's answer text with `held` jobs added: as pending items after everything ComfyUI has,
- * under their own prompt_ids and workflows (`/queue`), or to `exec_info.queue_remaining` (`GET /prompt`). undefined when the text is not
- * the JSON expected. The queue's items are spliced into the text, not re-serialized: a workflow's
+ * under their own prompt_ids and workflows (`/queue`), or to `exec_info.queue_remaining`
+ * (`GET /prompt`). undefined when the text is not the JSON expected. The queue's items are spliced into the text, not re-serialized: a workflow's
  * 64-bit seeds would lose digits through a JavaScript number.
  */
 export function addHeldJobs(text: string, held: HeldQueue): string | undefined {
