@@ -22,7 +22,7 @@ if (!COMFY) {
   console.error("set COMFY_URL to a real ComfyUI server (see bench/real-comfy/README.md)");
   process.exit(2);
 }
-/** FREE_TIMEOUT for the turnstile: on CPU, ComfyUI's memory figure never drops (api-facts R1). */
+/** FREE_TIMEOUT for the turnstile, short: on CPU ComfyUI's memory figure never drops (api-facts R1), and a build without issue 27 point 1 waits it out on every release. */
 const FREE_TIMEOUT = process.env.REAL_COMFY_FREE_TIMEOUT ?? "3s";
 
 // ---------------------------------------------------------------- helpers
@@ -207,7 +207,7 @@ for (const [name, body] of [
 }
 
 await scenario("a held job in /queue", "its prompt_id, workflow and a number above ComfyUI's; a delete answers its /prompt at once, never sent", async () => {
-  // A long chat holds the GPU (a lease would do too, but on CPU its release check waits FREE_TIMEOUT and fails: issue 27 point 1).
+  // A long chat holds the GPU while the jobs are held (a build without issue 27 point 1 cannot take a lease on CPU).
   const long = chat(2000);
   await until(async () => (await status()).state === "llm" || undefined, "the chat holding the GPU");
   const deleted = crypto.randomUUID();
