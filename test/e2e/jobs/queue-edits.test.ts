@@ -10,7 +10,7 @@
  *   answered at once.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { callsTo, chat, newPromptId, postJson, promptBody, type Stack, startStack, submit, until, waitFor, warnLines } from "./helpers.ts";
+import { callsTo, chat, newPromptId, postJson, promptBody, refuseOwnSocket, type Stack, startStack, submit, until, waitFor, warnLines } from "./helpers.ts";
 
 let s: Stack | undefined;
 afterEach(async () => {
@@ -29,11 +29,18 @@ const readQueue = async (base: string) => (await (await fetch(`${base}/queue`)).
 
 describe("a pending job removed through the turnstile ends cancelled (issue 27 point 3)", () => {
   test.each([
-    ["delete", (id: string) => ({ delete: [id] })],
-    ["clear", () => ({ clear: true })],
-  ] as const)("%s", async (_name, body) => {
+    ["delete", (id: string) => ({ delete: [id] }), "up"],
+    ["clear", () => ({ clear: true }), "up"],
+    // Without the turnstile's own socket no `status` broadcast forces a fresh read: the edit must.
+    ["delete, own ComfyUI socket down", (id: string) => ({ delete: [id] }), "down"],
+    ["clear, own ComfyUI socket down", () => ({ clear: true }), "down"],
+  ] as const)("%s", async (_name, body, socket) => {
     // A long poll interval: the stale read is the one the follower made just before the edit.
-    s = await startStack({ comfy: { legacy: true }, env: { HISTORY_POLL_INTERVAL: "1s", JOB_TIMEOUT: "60s" } });
+    s = await startStack({
+      comfy: { legacy: true },
+      env: { HISTORY_POLL_INTERVAL: "1s", JOB_TIMEOUT: "60s" },
+      beforeStart: async ({ comfy }) => void (socket === "down" && refuseOwnSocket(comfy!)),
+    });
     const running = newPromptId();
     const pending = newPromptId();
     const a = await submit(s.t, promptBody(running, { sim_job_ms: 30_000 }));
