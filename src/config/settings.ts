@@ -317,7 +317,7 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "",
     defaultDoc: "_(empty = the service's state folder)_",
     kind: "string",
-    doc: "Folder for what must outlive a restart (the GPU lease); empty = systemd's $STATE_DIRECTORY, %ProgramData%\\gpu-turnstile on Windows, else gpu-turnstile-state beside the config file (~/.local/state/gpu-turnstile when there is none).",
+    doc: "Folder for what must outlive a restart (the GPU lease, when running image jobs began); empty = systemd's $STATE_DIRECTORY, %ProgramData%\\gpu-turnstile on Windows, else gpu-turnstile-state beside the config file (~/.local/state/gpu-turnstile when there is none).",
   },
   {
     key: "ADMIN_TOKEN",
