@@ -14,6 +14,8 @@ import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
+import { HeldPrompts } from "./jobs/held-prompts.ts";
+import { JobStarts } from "./jobs/job-starts.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -31,6 +33,7 @@ import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
 import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
 import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
+import { startLlmDrainBound } from "./proxy/llm-drain.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { CardRefresh } from "./status/card-refresh.ts";
@@ -41,6 +44,7 @@ import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
 import { HeldJobs } from "./balance/held-jobs.ts";
+import { withWaitingLeases } from "./balance/comfy-queue.ts";
 import { agentLine, readiness } from "./balance/readiness.ts";
 import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
@@ -120,8 +124,14 @@ function bindOrSay<T>(key: string, listen: string, bind: () => T): T {
 function bindError(key: string, listen: string, err: unknown): BindError {
   const where = `${key} ${listen.trim()}`;
   switch ((err as { code?: unknown } | null)?.code) {
-    case "EADDRINUSE":
+    case "EADDRINUSE": {
+      // Bun says EADDRINUSE, too, for a host name it cannot bind (one that does not resolve, or not here).
+      const host = parseListen(listen).hostname;
+      if (host !== undefined && host !== "localhost" && !isIpLiteral(host)) {
+        return new BindError(`${where}: cannot listen: the port is in use (another gpu-turnstile?) or ${host} is not an address of this machine`);
+      }
       return new BindError(`${where} is already in use (another gpu-turnstile?)`);
+    }
     case "EACCES":
       return new BindError(`${where}: permission denied (ports below 1024 need privileges)`);
     case "EADDRNOTAVAIL":
@@ -245,6 +255,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     max5xxRetries: MAX_5XX_RETRIES,
     retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
+  const drainBound = formatDuration(config.llmDrainTimeoutMs);
+  const stopDrainBound = startLlmDrainBound({
+    lock,
+    llm: llmWatches,
+    boundMs: config.llmDrainTimeoutMs,
+    bound: drainBound,
+    onCut: ({ cut }) => log.warn(`an image job waited LLM_DRAIN_TIMEOUT (${drainBound}) for running LLM requests: ${cut} cut`, { llm_cut: cut }),
+  });
   // STATE_DIR is empty only where the CLI did not resolve it (tests, the demo): leases end with the process.
   const leaseFile = config.stateDir ? new LeaseFile(config.stateDir, config, log) : undefined;
   const steering = new Steering({
@@ -330,8 +348,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       else if (e.from === "image" || e.from === "lease") handoff.arm();
     });
   }
+  // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
+  const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
@@ -340,6 +360,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27),
+  // numbered after every job ComfyUI has had (its last one is read when first needed).
+  const heldPrompts = new HeldPrompts(comfy && (() => comfy.lastNumber()));
   // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
   const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
   const live =
@@ -359,7 +382,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
     },
   });
-  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges });
+  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges, held: heldPrompts, starts: jobStarts });
   const imageJob = side.imageJob;
 
   const allowedHosts = parseAllowedHosts(config.allowedHosts);
@@ -439,9 +462,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
-    const heldImageJobs = () => lock.snapshot().imageWaiting + held.unsent;
+    const heldImageJobs = () => withWaitingLeases(heldPrompts, steering.waiting().length);
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, syncJob: side.syncJob, classify: side.classifyImage, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, syncJob: side.syncJob, classify: side.classifyImage, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
@@ -450,6 +473,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     live?.stop();
+    stopDrainBound();
     for (const stop of sweeps) stop();
     throw err;
   }
@@ -523,6 +547,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       monitor.stop();
       live?.stop();
       steering.stop();
+      stopDrainBound();
       agent?.stop(true);
       hub.closeAll();
       for (const stop of sweeps) stop();

@@ -21,7 +21,7 @@ import { modelFieldWatcher } from "../ollama/model-field.ts";
 import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
 import { ZstdInflater } from "../http/zstd-body.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type GateSettings, type LlmLock } from "./llm-gate.ts";
-import { QUEUE_VIEW_PATHS, withHeldJobs } from "../balance/comfy-queue.ts";
+import { QUEUE_VIEW_PATHS, withHeldJobs, type HeldQueue } from "../balance/comfy-queue.ts";
 import type { WorkClass } from "../tenants/types.ts";
 
 /** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
@@ -136,7 +136,7 @@ export interface ListenerAppDeps {
   /** Would an image job start now (X-Turnstile-Wait: 0 on /prompt)? Absent: it always waits. */
   imageReady?: () => boolean;
   /** Image jobs held for the GPU that ComfyUI cannot see yet, added to its GET /queue and /prompt answers. */
-  heldImageJobs?: () => number;
+  heldImageJobs?: () => HeldQueue;
 }
 
 /**
@@ -294,7 +294,7 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
 }
 
 /** `held`: ComfyUI's queue answers get the image jobs the turnstile holds added (balance/comfy-queue.ts). */
-function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => number): Promise<Response> {
+function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => HeldQueue): Promise<Response> {
   return forward(req, {
     upstream: deps.upstream,
     url,

@@ -22,6 +22,8 @@ import { OllamaTenant } from "./ollama.ts";
 import type { ComfyClient } from "../comfy/client.ts";
 import type { ImageJobDeps, ImageLock } from "../jobs/image-job.ts";
 import type { Nudges } from "../jobs/nudge.ts";
+import type { HeldPrompts } from "../jobs/held-prompts.ts";
+import type { JobStarts } from "../jobs/job-starts.ts";
 import { PromptIds } from "../jobs/prompt-ids.ts";
 import { SharedQueue } from "../jobs/queue-share.ts";
 
@@ -36,6 +38,10 @@ export interface TenantSideDeps {
   log: StartLog & { info(msg: string, fields?: Record<string, unknown>): void };
   /** Wakes ComfyUI job followers on a client's cancel (proxy/comfy-cancels.ts). */
   nudges: Nudges;
+  /** ComfyUI's prompts not yet sent, shown in its /queue (jobs/held-prompts.ts). */
+  held?: HeldPrompts;
+  /** When ComfyUI's jobs began running, for a restart (jobs/job-starts.ts). */
+  starts?: JobStarts;
 }
 
 export interface TenantSide {
@@ -113,6 +119,8 @@ function comfyJobs(comfy: ComfyClient, d: TenantSideDeps, releaseLlm: TenantSide
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges: d.nudges,
+    held: d.held,
+    starts: d.starts,
     settings: {
       probeTimeoutMs: c.probeTimeoutMs,
       jobTimeoutMs: c.jobTimeoutMs,
