@@ -102,9 +102,9 @@ export interface TenantBase {
    * it does not like: say so in `error`. May throw only when `signal` aborted.
    */
   release(o: CallOptions): Promise<ReleaseCall>;
-  /** One reading of the tenant's own report of what it holds. Never trusts `release`'s answer. */
+  /** One reading of the tenant's own report of what it holds. Never trusts `release`'s answer; a reading that throws counts as unreadable. */
   verify(o: CallOptions): Promise<Holding>;
-  /** What it holds now, for the status page and metrics; [] when nothing or unreadable (then it throws). */
+  /** What it holds now, for the status page and metrics: [] when nothing; throws when it cannot say. */
   resident(o: CallOptions): Promise<Resident[]>;
   /** A cheap liveness probe for /healthz and the status (PROBE_TIMEOUT): the server's version or a word; throws when down. */
   probe(timeoutMs: number): Promise<string>;
@@ -157,7 +157,8 @@ export interface ImageTenant extends TenantBase {
   /**
    * Optional: bring back what `release` dropped (A1111's reload-checkpoint). Called once when an
    * image session opens after the image side was released by the turnstile, after the LLM side's
-   * hand-over and before the session's first job is sent. A failure is logged; the job goes on.
+   * hand-over and before the session's first job is sent. A failure is passed over: the job goes
+   * on, and the tenant's own answer to it says what is wrong.
    */
   restore?(o: CallOptions): Promise<void>;
   /**
