@@ -3,7 +3,7 @@
  * /API/GenerateText2Image): the image tenant answers when the picture is done.
  *
  *   enter the image session (the job that opens it hands the LLM side over, proven, then restores
- *   the image side if the turnstile released it) → forward the request → relay the answer →
+ *   the image side: its driver knows what it dropped) → forward the request → relay the answer →
  *   when the answer has ended, failed or its client went: [interrupt] → leave the session; the
  *   last job out hands the image side over (drain its own work, release, verify) → the lock goes.
  *
@@ -40,8 +40,6 @@ export interface SyncJobDeps {
   settings: SyncJobSettings;
 }
 
-/** The image side was released by the turnstile since it last restored it (A1111's checkpoint). */
-const released = new WeakSet<ImageTenant>();
 /**
  * The image side may hold memory the turnstile put there (a restore ran, or a job may have reached
  * it): the session's end owes a release even if every job of the session left before being sent.
@@ -190,14 +188,15 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
   );
 }
 
-/** The session's opening: the LLM side handed over (proven), then the image side brought back if the turnstile released it. */
+/** The session's opening: the LLM side handed over (proven), then the image side brought back. */
 async function prepare(jobId: number, d: SyncJobDeps): Promise<void> {
   if (d.releaseLlm) {
     const r = await d.releaseLlm();
     d.emit({ phase: "unloaded", jobId, models: r.tried, durationMs: r.durationMs, complete: r.released, error: r.error, notRunning: r.notRunning });
   }
-  if (d.image.restore && released.has(d.image)) {
-    released.delete(d.image);
+  // At every session's opening: a lease or a start may have released it too; the driver knows
+  // whether anything is owed (A1111's reload-checkpoint only after its own unload).
+  if (d.image.restore) {
     owes.add(d.image);
     await d.image.restore({ signal: AbortSignal.timeout(d.settings.freeTimeoutMs) }).catch(() => {});
   }
@@ -207,7 +206,6 @@ async function prepare(jobId: number, d: SyncJobDeps): Promise<void> {
 async function releaseImage(jobId: number, promptId: string, d: SyncJobDeps): Promise<void> {
   const s = d.settings;
   const r = await handOver(d.image, { timeoutMs: s.freeTimeoutMs, pollMs: s.freePollIntervalMs, callTimeoutMs: s.probeTimeoutMs, drainTimeoutMs: s.jobTimeoutMs });
-  released.add(d.image);
   owes.delete(d.image);
   d.emit({ phase: "freed", jobId, promptId, durationMs: r.durationMs, vramAfter: r.vramAfter, released: r.released, error: r.error, lied: r.lied });
 }

@@ -155,9 +155,9 @@ export interface ImageTenant extends TenantBase {
    */
   busy?(o: CallOptions): Promise<number>;
   /**
-   * Optional: bring back what `release` dropped (A1111's reload-checkpoint). Called once when an
-   * image session opens after the image side was released by the turnstile, after the LLM side's
-   * hand-over and before the session's first job is sent. A failure is passed over: the job goes
+   * Optional: bring back what `release` dropped (A1111's reload-checkpoint). Called when each image
+   * session opens, after the LLM side's hand-over and before the session's first job is sent: a
+   * no-op unless the driver's own release dropped something (a job's end, a lease, the start). A failure is passed over: the job goes
    * on, and the tenant's own answer to it says what is wrong.
    */
   restore?(o: CallOptions): Promise<void>;

@@ -49,6 +49,9 @@ describe("the synchronous image job", () => {
     expect(slept).toBeGreaterThanOrEqual(0);
     expect(proof).toBeGreaterThan(slept);
     expect(proof).toBeLessThan(index("image POST /gen"));
+    // The image side's restore comes after the LLM side's proof and before the job.
+    expect(index("image POST /reload")).toBeGreaterThan(proof);
+    expect(index("image POST /reload")).toBeLessThan(index("image POST /gen"));
     const res = await answer;
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ images: ["aGk="] });
