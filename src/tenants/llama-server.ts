@@ -101,7 +101,8 @@ export class LlamaServerTenant implements LlmTenant {
       .map((m) => ({ name: m.id, state: m.status }));
   }
 
-  async probe({ signal }: CallOptions): Promise<string> {
+  async probe(timeoutMs: number): Promise<string> {
+    const signal = AbortSignal.timeout(timeoutMs);
     const v = await tenantJson(this.base, "/health", { signal });
     return isRecord(v) && typeof v.status === "string" ? v.status : "ok";
   }

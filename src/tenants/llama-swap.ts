@@ -42,7 +42,8 @@ export class LlamaSwapTenant implements LlmTenant {
     }));
   }
 
-  async probe({ signal }: CallOptions): Promise<string> {
+  async probe(timeoutMs: number): Promise<string> {
+    const signal = AbortSignal.timeout(timeoutMs);
     const { status, text } = await tenantCall(this.base, "/health", { signal });
     if (status !== 200) throw new Error(`/health: HTTP ${status}`);
     return text.trim().slice(0, 20) || "ok";

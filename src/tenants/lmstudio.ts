@@ -70,7 +70,8 @@ export class LmStudioTenant implements LlmTenant {
     return loadedInstances(await this.get("/api/v1/models", signal));
   }
 
-  async probe({ signal }: CallOptions): Promise<string> {
+  async probe(timeoutMs: number): Promise<string> {
+    const signal = AbortSignal.timeout(timeoutMs);
     await this.get("/api/v1/models", signal);
     return "ok";
   }

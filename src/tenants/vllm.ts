@@ -87,7 +87,8 @@ export class VllmTenant implements LlmTenant {
     return [{ name, state: "awake" }];
   }
 
-  async probe({ signal }: CallOptions): Promise<string> {
+  async probe(timeoutMs: number): Promise<string> {
+    const signal = AbortSignal.timeout(timeoutMs);
     const { status } = await tenantCall(this.base, "/health", { signal });
     if (status !== 200) throw new Error(`/health: HTTP ${status}`);
     return "ok";
