@@ -47,7 +47,7 @@ export async function runPairDemo(opts: PairDemoOptions): Promise<number> {
   const llmSim = LLM_DEMO_SIMS[picked.llm];
   const imageSim = IMAGE_DEMO_SIMS[picked.image]!;
   const gpu = new SimGpu({ vramBytes: VRAM });
-  gpu.on((e) => {
+  const narrate = (): unknown => gpu.on((e) => {
     const who = e.tenant === "ollama" ? llmSim.label : imageSim.label;
     const used = `[VRAM ${gib(e.vramUsed)}]`;
     if (e.kind === "hold") tl.event(who, `takes VRAM for ${e.detail} ${used}`, "dim");
@@ -70,6 +70,7 @@ export async function runPairDemo(opts: PairDemoOptions): Promise<number> {
         : "WITHOUT the turnstile: clients talk straight to the simulators\n",
       turnstile ? "plain" : "warn",
     );
+    narrate();
     const t0 = performance.now();
     const at = (ms: number) => new Promise<void>((r) => setTimeout(r, Math.max(0, ms - (performance.now() - t0))));
     let chatsOk = 0;
