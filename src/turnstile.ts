@@ -44,7 +44,7 @@ import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
-import { pickTenants } from "./tenants/pick.ts";
+import { pickTenants, type Tenants } from "./tenants/pick.ts";
 import { tenantSide } from "./tenants/side.ts";
 import { OllamaTenant } from "./tenants/ollama.ts";
 import { ComfyTenant } from "./tenants/comfyui.ts";
@@ -55,6 +55,8 @@ export interface TurnstileOptions {
   version: string;
   /** An extra subscriber to image-job phases (the demo's timeline). */
   onJobEvent?: JobListener;
+  /** Drivers to use instead of LLM_KIND's and IMAGE_KIND's (a test's fake tenant), for the sides whose URL is set. */
+  tenants?: Partial<Tenants>;
 }
 
 export interface BoundListener {
@@ -199,7 +201,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   });
 
   // LLM_KIND's and IMAGE_KIND's drivers (tenants/); Ollama and ComfyUI keep machinery of their own.
-  const tenants = pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses));
+  const tenants = { ...pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses)), ...opts.tenants };
   const ollama = tenants.llm instanceof OllamaTenant ? tenants.llm.client : undefined;
   const comfy = tenants.image instanceof ComfyTenant ? tenants.image.client : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
