@@ -63,6 +63,8 @@ export type ReleaseOutcome = "released" | "lied" | "busy" | "unknown";
 export class LlmEngine {
   readonly instances = new Map<string, Instance>();
   loadCount = 0;
+  /** Told when an instance is loaded and has no request in flight (llama-server's idle sleep). */
+  onIdle: ((inst: Instance) => void) | undefined;
 
   constructor(
     readonly server: string,
@@ -111,6 +113,7 @@ export class LlmEngine {
       loaded: this.timers.sleep(this.timing.loadMs).then(() => {
         if (inst.state === "loading") inst.state = "loaded";
         this.gpu.note("loaded", LLM_SIDE, detail);
+        if (inst.inflight === 0) this.onIdle?.(inst);
       }),
     };
     inst.loaded.catch(() => {}); // rejected only when the simulator stops or the load is cancelled
@@ -158,6 +161,7 @@ export class LlmEngine {
       if (finished) return;
       finished = true;
       inst.inflight--;
+      if (inst.inflight === 0 && inst.state === "loaded") this.onIdle?.(inst);
     };
     const both = AbortSignal.any([signal, inst.life.signal]);
     try {

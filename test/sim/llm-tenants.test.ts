@@ -110,6 +110,18 @@ describe("simulated llama-server (router mode)", () => {
     expect(first.choices[0].delta.role).toBe("assistant");
   });
 
+  test("--sleep-idle-seconds: an idle model gives its memory back and shows sleeping; /props does not wake it, a chat does", async () => {
+    const s = await track(startLlamaServerSim({ ...FAST, sleepIdleMs: 40 }));
+    const status = async (): Promise<string> => (await getJson(`${s.url}/models`)).data.find((m: any) => m.id === M).status.value;
+    expect((await chat(s.url, M)).status).toBe(200);
+    await waitFor(async () => (await status()) === "sleeping", "sleeping");
+    expect(s.gpu.holding("ollama")).toBe(false);
+    expect((await fetch(`${s.url}/props?model=${M}`)).status).toBe(503);
+    expect(await status()).toBe("sleeping");
+    expect((await post(`${s.url}/v1/chat/completions?autoload=false`, { model: M, messages: [{ role: "user", content: "hi" }] })).status).toBe(200);
+    expect(s.gpu.holding("ollama")).toBe(true);
+  });
+
   test("lying: an unload answered {success:true} frees nothing", async () => {
     const s = await track(startLlamaServerSim({ ...FAST, releaseFreesNothing: true }));
     await post(`${s.url}/models/load`, { model: M });

@@ -21,6 +21,7 @@ import { lmStudioDriver, LmStudioTenant } from "../../src/tenants/lmstudio.ts";
 import { LLM_DRIVERS } from "../../src/tenants/registry.ts";
 import type { LlmTenant } from "../../src/tenants/types.ts";
 import { requestsInFlight, VllmTenant } from "../../src/tenants/vllm.ts";
+import { waitFor } from "../sim/helpers.ts";
 
 const FAST = { loadMs: 30, unloadMs: 20, tokenDelayMs: 5 };
 const BOUND = { timeoutMs: 400, pollMs: 20, callTimeoutMs: 300 };
@@ -29,6 +30,7 @@ const B = "llama-3.2-3b-instruct";
 const TOKEN = "sk-lm-0123456789abcdef";
 
 const sims: LlmSim[] = [];
+
 afterEach(async () => {
   await Promise.all(sims.splice(0).map((s) => s.stop()));
 });
@@ -186,6 +188,16 @@ describe("llama-server traps", () => {
     expect(r.tried.sort()).toEqual([A, B].sort());
     expect(s.calls.filter((c) => c.path === "/models/unload").map((c) => JSON.parse(c.bodyText).model).sort()).toEqual([A, B].sort());
     expect(s.gpu.holding("ollama")).toBe(false);
+  });
+
+  test("a model asleep (--sleep-idle-seconds) holds nothing: the hand-over is proven without unloading it", async () => {
+    const s = await startLlamaServerSim({ ...FAST, sleepIdleMs: 20 });
+    sims.push(s);
+    await chatOk(s.url, A);
+    await waitFor(() => !s.gpu.holding("ollama"), "the model asleep");
+    const r = await handOver(new LlamaServerTenant(new URL(s.url), false), BOUND);
+    expect(r).toMatchObject({ released: true, tried: [] });
+    expect(s.calls.some((c) => c.path === "/models/unload")).toBe(false);
   });
 
   test("--fit: a model squeezed into what was free is reported with its context against the one asked for; the reading autoloads nothing", async () => {
