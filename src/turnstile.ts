@@ -8,14 +8,11 @@ import { redactUrl } from "./config/redact.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
-import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
-import { PromptIds } from "./jobs/prompt-ids.ts";
-import { SharedQueue } from "./jobs/queue-share.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -316,7 +313,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     });
   }
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
     withExtra((e) => {
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
@@ -332,30 +329,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
     },
   });
-  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log });
-  const imageJob: ImageJobDeps | undefined = comfy && {
-    lock,
-    sessions,
-    comfy,
-    ollama,
-    releaseLlm: side.releaseLlm,
-    tracker,
-    emit: emitJob,
-    promptIds: new PromptIds(),
-    queue: new SharedQueue(comfy),
-    nudges,
-    settings: {
-      probeTimeoutMs: config.probeTimeoutMs,
-      jobTimeoutMs: config.jobTimeoutMs,
-      historyPollIntervalMs: config.historyPollIntervalMs,
-      freeTimeoutMs: config.freeTimeoutMs,
-      freePollIntervalMs: config.freePollIntervalMs,
-      promptCaptureLimit: config.promptCaptureLimit,
-      warmModel: config.warmModel,
-      warmTimeoutMs: config.warmTimeoutMs,
-      retry,
-    },
-  };
+  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges });
+  const imageJob = side.imageJob;
 
   const allowedHosts = parseAllowedHosts(config.allowedHosts);
   // Said once per Host (and not without end: a rebinding page can make up names), so an operator
@@ -450,7 +425,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
   // upstream's restart into 502s.
   const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
-  const upstreamLog = upstreamHealthLogger(log, metrics);
+  const upstreamLog = upstreamHealthLogger(log, metrics, side.otherKinds);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama: tenants.llm,
     comfy: tenants.image,

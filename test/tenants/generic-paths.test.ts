@@ -55,7 +55,14 @@ describe("the synchronous image job", () => {
     expect(index("image POST /unload")).toBeGreaterThan(index("image POST /gen"));
     expect(fakes.gpu.holding("comfy")).toBe(false);
     expect(fakes.gpu.overlaps()).toEqual([]);
-    expect(tt.logLines.some((l) => l.includes("image job 1 completed; GPU released") || /image job \d+ completed; GPU released/.test(l))).toBe(true);
+    // The log names the servers the sides are, not Ollama and ComfyUI.
+    const log = tt.logLines.join("\n");
+    expect(log).toMatch(/image job \d+ completed; GPU released/);
+    expect(log).toMatch(/image job \d+: FakeLLM empty/);
+    expect(log).toMatch(/image job \d+: FakeImage memory released/);
+    expect(log).toContain("FakeLLM (LLM side) is up");
+    expect(log).toContain("FakeImage (image side) is up");
+    expect(log).not.toMatch(/Ollama|ComfyUI/);
   });
 
   test("an LLM request waits while the job runs, and the LLM side is woken before it is sent", async () => {
