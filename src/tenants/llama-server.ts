@@ -111,7 +111,7 @@ export class LlamaServerTenant implements LlmTenant {
    * After a hand-off back to the LLM side: each loaded model whose context is smaller than it was
    * started with was squeezed by `--fit`. `?autoload=false`, so the reading loads nothing.
    */
-  async fitWarnings({ signal }: CallOptions): Promise<string[]> {
+  async afterLoad({ signal }: CallOptions): Promise<string[]> {
     const out: string[] = [];
     for (const m of await this.models(signal)) {
       const asked = askedContext(m.args);

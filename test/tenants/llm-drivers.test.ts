@@ -206,7 +206,7 @@ describe("llama-server traps", () => {
     const s = await started(KINDS[0] as Kind, { gpu });
     await chatOk(s.url, A);
     const tenant = new LlamaServerTenant(new URL(s.url), false);
-    const warnings = await tenant.fitWarnings({ signal: AbortSignal.timeout(1000) });
+    const warnings = await tenant.afterLoad({ signal: AbortSignal.timeout(1000) });
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/^qwen2\.5-7b-instruct loaded with \d+% of its context \(\d+ of 32768 tokens\): llama-server's --fit squeezed it/);
     expect(s.resident()).toEqual([A]); // B was not autoloaded by the reading
@@ -217,7 +217,7 @@ describe("llama-server traps", () => {
   test("--fit: a model that had the whole card is not reported", async () => {
     const s = await started(KINDS[0] as Kind);
     await chatOk(s.url, A);
-    expect(await new LlamaServerTenant(new URL(s.url), false).fitWarnings({ signal: AbortSignal.timeout(1000) })).toEqual([]);
+    expect(await new LlamaServerTenant(new URL(s.url), false).afterLoad({ signal: AbortSignal.timeout(1000) })).toEqual([]);
   });
 });
 
