@@ -11,6 +11,7 @@
  *   (`/models` `status.args`), and a smaller one is reported like Ollama's partial offload.
  */
 import { isRecord } from "../upstream/http.ts";
+import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { holdingFrom, listOf, releaseEach, tenantJson } from "./llm-http.ts";
 import type { CallOptions, Holding, LlmTenant, ReleaseCall, Resident, TenantContext, TenantDriver, WorkClass } from "./types.ts";
 
@@ -82,7 +83,7 @@ export class LlamaServerTenant implements LlmTenant {
       held = (await this.models(signal)).filter((m) => HOLDING.has(m.status)).map((m) => m.id);
     } catch (err) {
       if (signal.aborted) throw err;
-      return { tried: [], accepted: false, error: `/models: ${String((err as Error).message ?? err)}` };
+      return { tried: [], accepted: false, error: `/models: ${describeFetchError(err)}` };
     }
     const r = await releaseEach(held, signal, async (model) => {
       const v = await tenantJson(this.base, "/models/unload", { signal, body: { model } });

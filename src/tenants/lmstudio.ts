@@ -6,6 +6,7 @@
  * it (JIT loading), so every POST but the unload (and the download) is LLM work. When the server
  * requires a token, LMSTUDIO_TOKEN is sent as `Authorization: Bearer`.
  */
+import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { holdingFrom, listOf, releaseEach, tenantJson } from "./llm-http.ts";
 import type { CallOptions, Holding, LlmTenant, ReleaseCall, Resident, TenantContext, TenantDriver, WorkClass } from "./types.ts";
 import { UpstreamHttpError } from "../upstream/http.ts";
@@ -47,7 +48,7 @@ export class LmStudioTenant implements LlmTenant {
       ids = (await this.resident({ signal })).map((r) => r.name);
     } catch (err) {
       if (signal.aborted) throw err;
-      return { tried: [], accepted: false, error: `/api/v1/models: ${(err as Error).message}` };
+      return { tried: [], accepted: false, error: `/api/v1/models: ${describeFetchError(err)}` };
     }
     const r = await releaseEach(ids, signal, async (instance_id) => {
       try {
