@@ -13,6 +13,7 @@ import type { JobTracker } from "../jobs/tracker.ts";
 import type { LockEvent } from "../lock/index.ts";
 import { handOver } from "./hand-over.ts";
 import type { Tenants } from "./pick.ts";
+import { AfterLoadCheck } from "./after-load.ts";
 import { RestoreGate } from "./restore-gate.ts";
 import { handleSyncJob, type SyncJobDeps } from "./sync-job.ts";
 import type { LlmTenant, Released, WorkClass } from "./types.ts";
@@ -77,6 +78,10 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
     side.syncJob = (req, url, clientIp) => handleSyncJob(req, url, clientIp, deps);
   }
   if (image instanceof ComfyTenant) side.imageJob = comfyJobs(image.client, d, releaseLlm);
+  if (llm?.afterLoad) {
+    const check = llm.afterLoad.bind(llm);
+    new AfterLoadCheck(check, (finding) => d.log.warn(finding), c.probeTimeoutMs).watch(d.lock);
+  }
   if (llm?.restore) {
     const label = llm.label;
     const gate = new RestoreGate((o) => llm.restore!(o), c.unloadTimeoutMs, (r) => {

@@ -155,3 +155,31 @@ test("vLLM: asleep after an image turn, it is woken before the first chat, which
   expect(paths.lastIndexOf("/wake_up")).toBeLessThan(paths.lastIndexOf("/v1/chat/completions"));
   expect(s.gpu.overlaps()).toEqual([]);
 });
+
+test("llama-server: a model --fit squeezed into what was left after an image turn is reported at warn, like Ollama's partial offload", async () => {
+  const c = LLM_KIND_CASES[0] as LlmKindCase;
+  const gpu = new SimGpu({ vramBytes: 9_000_000_000 });
+  // Another program on the card keeps 4 GB through the hand-off: what --fit squeezes around.
+  const leftover = gpu.acquire("ollama", "another program", 4_000_000_000);
+  const sim = await c.start({ ...FAST, gpu });
+  const comfy = await startComfySim({ ...FAST_COMFY, gpu, modelBytes: 2_000_000_000 });
+  const t = startTestTurnstile({ OLLAMA_URL: sim.url, COMFY_URL: comfy.url, LLM_KIND: c.kind });
+  const s = (stack = {
+    gpu,
+    llm: sim,
+    comfy,
+    t,
+    async stop() {
+      await t.close();
+      await Promise.all([sim.stop(), comfy.stop()]);
+    },
+  });
+  await t.probed;
+  await imageJob(s);
+  const r = await chat(s, c);
+  expect(r.status).toBe(200);
+  await r.text();
+  const line = await waitFor(() => warnLines(t, "--fit squeezed it")[0], "the --fit warning");
+  expect(line).toMatch(/qwen2\.5-7b-instruct loaded with \d+% of its context \(\d+ of 32768 tokens\)/);
+  gpu.release(leftover);
+}, 15_000);
