@@ -47,7 +47,11 @@ export async function handOver(t: Tenant, b: HandOverBound): Promise<Released> {
       for (const x of r.tried) if (!tried.includes(x)) tried.push(x);
       allAccepted &&= r.accepted;
       releaseError = r.error ?? releaseError;
-      last = await t.verify(call());
+      // A reading that failed proves nothing either way: held, and read again (the contract's `unreadable`).
+      last = await t.verify(call()).catch((err: unknown): Holding => {
+        if (whole.aborted) throw err;
+        return { held: true, unreadable: describeFetchError(err) };
+      });
       if (!last.unreadable) lastRead = last;
       if (last.notRunning) return verdict({ released: true, notRunning: last.notRunning });
       if (!last.held) return verdict({ released: true, error: drainError });

@@ -13,10 +13,11 @@
  */
 import { errorResponse } from "../http/dialect.ts";
 import { forward, whenBodyDone, type Hold, type RequestTarget, type RetryPolicy } from "../http/forward.ts";
-import type { JobListener, JobOutcome } from "../jobs/events.ts";
+import type { JobEnd, JobListener, JobOutcome } from "../jobs/events.ts";
 import { takeJobId } from "../jobs/image-job.ts";
 import type { ImageSessions, SessionTicket } from "../jobs/session.ts";
 import type { JobTracker } from "../jobs/tracker.ts";
+import type { StartLog } from "../jobs/start-read.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { handOver } from "./hand-over.ts";
 import type { ImageTenant, Released } from "./types.ts";
@@ -46,9 +47,31 @@ const released = new WeakSet<ImageTenant>();
  * it): the session's end owes a release even if every job of the session left before being sent.
  */
 const owes = new WeakSet<ImageTenant>();
-/** Sync jobs that may have reached each image side and have not ended: its interrupt is not per job. */
-const inFlight = new WeakMap<ImageTenant, number>();
-const count = (t: ImageTenant, by: number) => inFlight.set(t, (inFlight.get(t) ?? 0) + by);
+/**
+ * One sync job at a time goes to each image side. It runs one at a time anyway (A1111's queue
+ * lock, one SwarmUI backend per card): waiting here, a job's JOB_TIMEOUT counts its own run, not
+ * its wait behind another, and the interrupt (never per job on A1111 or SwarmUI) stops only it.
+ */
+const turns = new WeakMap<ImageTenant, Promise<void>>();
+
+/** Waits for the image side's turn; the function gives it on. A client that goes while waiting gives its place on. */
+async function takeTurn(image: ImageTenant, signal: AbortSignal): Promise<() => void> {
+  const before = turns.get(image) ?? Promise.resolve();
+  let done!: () => void;
+  const mine = new Promise<void>((r) => (done = r));
+  turns.set(image, before.then(() => mine));
+  const gone = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+  });
+  try {
+    await Promise.race([before, gone]);
+  } catch (err) {
+    void before.then(done);
+    throw err;
+  }
+  return done;
+}
 
 export function handleSyncJob(req: Request, url: RequestTarget | undefined, clientIp: string | undefined, d: SyncJobDeps): Promise<Response> {
   const { emit, settings, image } = d;
@@ -60,6 +83,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
   let acquiredAt = 0;
   let everHeld = false;
   let reached = false;
+  let sentAt = 0;
   let timedOut: AbortSignal | undefined;
   let finished: Promise<void> | undefined;
   let endTracking!: () => void;
@@ -73,22 +97,26 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     if (owes.has(image)) t.accepted();
     return t.leave(() => releaseImage(jobId, promptId, d));
   };
+  let giveTurn: (() => void) | undefined;
   const reach = (now: boolean) => {
-    if (now === reached) return;
     reached = now;
-    count(image, now ? 1 : -1);
+    if (now) return;
+    giveTurn?.();
+    giveTurn = undefined;
   };
 
   /** The job's end, once: stop what may still run, leave the session, report. */
   const finish = (outcome: JobOutcome, reason?: string): Promise<void> =>
     (finished ??= (async () => {
-      // Its interrupt stops whatever runs (A1111, SwarmUI): only when this job is the only one that
-      // may be running; otherwise the release's drain waits for the tenant's own work to end.
-      if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt && inFlight.get(image) === 1) {
+      // Its interrupt stops whatever runs (A1111, SwarmUI): this job, as it has the turn.
+      if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt) {
         await image.interrupt({ signal: AbortSignal.timeout(settings.probeTimeoutMs) }).catch(() => {});
       }
       // It may have run: the session's end owes the release (a retry's refused attempt does not).
-      if (reached) owes.add(image);
+      if (reached) {
+        owes.add(image);
+        emit({ phase: "finished", jobId, promptId, end: END_OF[outcome] ?? "error", durationMs: performance.now() - sentAt });
+      }
       reach(false);
       const gpuReleased = await giveBack();
       if (!everHeld) emit({ phase: "left", jobId });
@@ -107,12 +135,18 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     everHeld = true;
     emit({ phase: "acquired", jobId, waitedMs: t.waitedMs, joined: !t.opensSession });
     await t.ready();
-    if (req.signal.aborted) {
+    try {
+      req.signal.throwIfAborted();
+      giveTurn = await takeTurn(image, req.signal);
+      req.signal.throwIfAborted();
+    } catch (err) {
       void finish("client_gone");
-      throw req.signal.reason;
+      throw err;
     }
     // From here the attempt may reach the tenant; a retry (onRetry) says it did not.
     reach(true);
+    sentAt = performance.now();
+    emit({ phase: "started", jobId, promptId });
     // Held until the answer ends (below), not per attempt.
     return { release() {} };
   };
@@ -176,4 +210,41 @@ async function releaseImage(jobId: number, promptId: string, d: SyncJobDeps): Pr
   released.add(d.image);
   owes.delete(d.image);
   d.emit({ phase: "freed", jobId, promptId, durationMs: r.durationMs, vramAfter: r.vramAfter, released: r.released, error: r.error, lied: r.lied });
+}
+
+/** How a sync job's end reads in the job log and metrics (the `finished` phase of a followed job). */
+const END_OF: Partial<Record<JobOutcome, JobEnd>> = { completed: "success", failed: "error", timeout: "timeout", client_gone: "cancelled", upstream_error: "error" };
+
+/** Never aborts: no client waits on work picked up at start. */
+const NOBODY = new AbortController().signal;
+
+/**
+ * At start (SPEC "Restarts"): an image side that still generates (the turnstile restarted
+ * mid-job) or holds memory with nothing running keeps the card — the LLM side emptied first —
+ * until its own work has ended (JOB_TIMEOUT) and it is released, before the first LLM request.
+ * The lock is taken before this returns; one that cannot be read is taken as not running.
+ */
+export async function pickUpSyncAtStart(d: SyncJobDeps, log: StartLog): Promise<void> {
+  const { image } = d;
+  const o = () => ({ signal: AbortSignal.timeout(d.settings.probeTimeoutMs) });
+  let busy = 0;
+  let held: boolean;
+  try {
+    busy = (await image.busy?.(o())) ?? 0;
+    const h = await image.verify(o());
+    held = h.held && !h.unreadable && !h.notRunning;
+  } catch (err) {
+    return log.warn(`${image.label} could not be read at start: starting idle`, { reason: describeFetchError(err) });
+  }
+  if (busy === 0 && !held) return log.debug(`${image.label} idle at start`);
+  log.notice(`${image.label} ${busy > 0 ? `runs ${busy} job(s)` : "holds memory with nothing running"} at start: the GPU stays image until it is released`);
+  const jobId = takeJobId();
+  owes.add(image);
+  const entered = d.sessions.enter(NOBODY, () => prepare(jobId, d));
+  void d.tracker.run({ jobId, since: Date.now() }, async () => {
+    const ticket = await entered;
+    await ticket.ready();
+    ticket.accepted();
+    await ticket.leave(() => releaseImage(jobId, "picked up at start", d));
+  });
 }

@@ -100,6 +100,7 @@ export function startFakeServers(): FakeServers {
             if (Number.isFinite(imageState.genMs)) setTimeout(resolve, imageState.genMs);
             req.signal.addEventListener("abort", () => resolve());
           });
+          calls.push("image done /gen");
           imageState.generating = --gens > 0;
           if (gens === 0) stopGen = undefined;
           return Response.json({ images: ["aGk="] });

@@ -65,6 +65,9 @@ describe("the synchronous image job", () => {
     expect(log).toContain("FakeLLM (LLM side) is up");
     expect(log).toContain("FakeImage (image side) is up");
     expect(log).not.toMatch(/Ollama|ComfyUI/);
+    // The status and the job log see it as any image job: started when sent, done with its outcome.
+    expect(log).toMatch(/image job \d+: prompt success/);
+    expect(tt.status.snapshot(false).recent[0]).toMatchObject({ outcome: "completed", prompt_id: "POST /gen" });
   });
 
   test("an LLM request waits while the job runs, and the LLM side is woken before it is sent", async () => {
@@ -168,7 +171,7 @@ describe("the image side's restore and interrupt", () => {
     expect(fakes.gpu.overlaps()).toEqual([]);
   });
 
-  test("a client that leaves while another job of its session runs does not interrupt that job", async () => {
+  test("a client that leaves while its job waits behind another does not interrupt that one", async () => {
     const tt = start();
     await tt.probed;
     fakes.image.genMs = 300;
@@ -176,7 +179,7 @@ describe("the image side's restore and interrupt", () => {
     const first = gen(tt);
     await until(() => fakes.image.generating, "the first generation started");
     const second = gen(tt, ac.signal).catch((e: unknown) => e);
-    await until(() => fakes.calls.filter((c) => c === "image POST /gen").length === 2, "the second joined and was sent");
+    await until(() => tt.status.snapshot(false).image.jobs.length === 2, "the second joined the session");
     ac.abort();
     await second;
     const res = await first;
@@ -184,7 +187,27 @@ describe("the image side's restore and interrupt", () => {
     expect(await res.json()).toEqual({ images: ["aGk="] });
     await tt.settled();
     expect(fakes.calls).not.toContain("image POST /interrupt");
+    expect(fakes.calls.filter((c) => c === "image POST /gen").length).toBe(1);
     expect(fakes.gpu.holding("comfy")).toBe(false);
+  });
+
+  test("jobs of one session go one at a time, so JOB_TIMEOUT counts each job's own run", async () => {
+    const tt = start({ JOB_TIMEOUT: "500ms" });
+    await tt.probed;
+    fakes.image.genMs = 300;
+    const answers = await Promise.all([gen(tt), gen(tt), gen(tt)]);
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200]);
+    await tt.settled();
+    expect(fakes.calls.filter((c) => c.endsWith("/gen"))).toEqual([
+      "image POST /gen",
+      "image done /gen",
+      "image POST /gen",
+      "image done /gen",
+      "image POST /gen",
+      "image done /gen",
+    ]);
+    // One session: one LLM hand-over, one image release.
+    expect(fakes.calls.filter((c) => c === "image POST /unload").length).toBe(1);
   });
 });
 
@@ -199,6 +222,32 @@ test("a websocket its tenant counts as GPU work is refused, not relayed without 
   // Any other websocket is relayed as before (the fake has none: the upstream's own 404 comes back).
   expect((await fetch(`${tt.comfyUrl}/ws`, { headers: upgrade })).status).not.toBe(403);
   expect(fakes.calls).toContain("image GET /ws");
+});
+
+test("a generation running when the turnstile starts keeps the card until it ends and is released", async () => {
+  // The LLM side holds a model and the image side generates for a client that went to it directly.
+  await fetch(`${fakes.llm.url}/v1/chat/completions`, { method: "POST", body: "{}" });
+  fakes.image.genMs = 300;
+  const direct = fetch(`${fakes.image.url}/gen`, { method: "POST", body: "{}" });
+  await until(() => fakes.image.generating, "the direct generation started");
+  const started = fakes.gpu.now();
+  const tt = start();
+  await tt.probed;
+  expect(tt.lock.state).toBe("image");
+  const c = await chat(tt);
+  expect(c.status).toBe(200);
+  expect((await direct).status).toBe(200);
+  // The chat went after the generation ended and the image side was released.
+  expect(fakes.calls.lastIndexOf("llm POST /v1/chat/completions")).toBeGreaterThan(index("image POST /unload"));
+  // The overlap the direct clients made was ended by the start's hand-over; the turnstile made none.
+  expect(fakes.gpu.overlaps().filter((o) => o.to === null || o.from >= started)).toEqual([]);
+  expect(tt.logLines.join("\n")).toContain("FakeImage runs 1 job(s) at start: the GPU stays image until it is released");
+});
+
+test("WARM_MODEL with another kind is said to be ignored, not silently dropped", async () => {
+  const tt = start({ WARM_MODEL: "llama3.2" });
+  await tt.probed;
+  expect(tt.logLines.join("\n")).toContain("WARM_MODEL=llama3.2 is ignored: it warms Ollama after ComfyUI's jobs, and this turnstile runs FakeLLM with FakeImage");
 });
 
 test("the status shows what another LLM kind holds, from its resident()", async () => {

@@ -69,6 +69,13 @@ describe("handOver", () => {
     expect(r).toMatchObject({ released: false, lied: true, vramAfter: 7 });
   });
 
+  test("a reading that fails is read again, not taken as a verdict", async () => {
+    const { t, log } = tenant({ reports: [new Error("connection reset"), { held: false }] });
+    const r = await handOver(t, BOUND);
+    expect(r.released).toBe(true);
+    expect(log).toEqual(["release", "verify", "release", "verify"]);
+  });
+
   test("a refused release is not a lie either", async () => {
     const { t } = tenant({ accepted: false, reports: [{ held: true }] });
     const r = await handOver(t, BOUND);
