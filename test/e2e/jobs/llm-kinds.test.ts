@@ -183,3 +183,21 @@ test("llama-server: a model --fit squeezed into what was left after an image tur
   expect(line).toMatch(/qwen2\.5-7b-instruct loaded with \d+% of its context \(\d+ of 32768 tokens\)/);
   gpu.release(leftover);
 }, 15_000);
+
+test("vLLM: a request sent around the turnstile is drained before /sleep, never cut; the image job runs after it", async () => {
+  const c = LLM_KIND_CASES[3] as LlmKindCase;
+  const s = (stack = await startKind(c, { tokenDelayMs: 30, tokens: 10 }));
+  // A client talking to vLLM directly: the turnstile's lock does not count it, vLLM's /metrics does.
+  const direct = fetch(`${s.llm.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, stream: true, messages: [{ role: "user", content: "hi" }] }),
+  }).then((r) => r.text());
+  await waitFor(() => s.llm.inflight() > 0, "the direct request running");
+  const id = await imageJob(s);
+  expect(await direct).toContain("data: [DONE]");
+  expect((s.llm as VllmSim).aborted()).toBe(0);
+  expect(s.llm.calls.some((cl) => cl.path === "/sleep")).toBe(true);
+  expect(s.comfy.jobs().find((j) => j.id === id)).toBeDefined();
+  expect(s.gpu.overlaps()).toEqual([]);
+});
