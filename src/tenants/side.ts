@@ -14,6 +14,7 @@ import type { StartLog } from "../jobs/start-read.ts";
 import type { LockEvent } from "../lock/index.ts";
 import { handOver } from "./hand-over.ts";
 import type { Tenants } from "./pick.ts";
+import { AfterLoadCheck } from "./after-load.ts";
 import { RestoreGate } from "./restore-gate.ts";
 import { handleSyncJob, pickUpSyncAtStart, type SyncJobDeps } from "./sync-job.ts";
 import type { LlmTenant, Released, WorkClass } from "./types.ts";
@@ -87,6 +88,10 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
     if (!(image instanceof ComfyTenant)) side.pickUpAtStart = () => pickUpSyncAtStart(deps, d.log);
   }
   if (image instanceof ComfyTenant) side.imageJob = comfyJobs(image.client, d, releaseLlm);
+  if (llm?.afterLoad) {
+    const check = llm.afterLoad.bind(llm);
+    new AfterLoadCheck(check, (finding) => d.log.warn(finding), c.probeTimeoutMs).watch(d.lock);
+  }
   // WARM_MODEL loads an Ollama model after ComfyUI's jobs; said once rather than silently ignored.
   if (c.warmModel && (side.otherKinds.ollama || side.otherKinds.comfy)) {
     d.log.warn(`WARM_MODEL=${c.warmModel} is ignored: it warms Ollama after ComfyUI's jobs, and this turnstile runs ${llm?.label ?? "no LLM side"} with ${image?.label ?? "no image side"}`);

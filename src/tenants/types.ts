@@ -142,6 +142,12 @@ export interface LlmTenant extends TenantBase {
    * own error then reaches the client). Bounded by UNLOAD_TIMEOUT.
    */
   restore?(o: CallOptions): Promise<void>;
+  /**
+   * Optional: what the tenant loaded right after the card came back from the image side, read once
+   * when the first LLM request after that hand-off gives its slot back (tenants/after-load.ts);
+   * each finding is logged at warn. llama-server: a model its `--fit` squeezed into what was free.
+   */
+  afterLoad?(o: CallOptions): Promise<string[]>;
 }
 
 /** The image side: ComfyUI, AUTOMATIC1111/Forge, SwarmUI. */

@@ -373,6 +373,7 @@ describe("describeConfig", () => {
       "OLLAMA_URL=http://***@127.0.0.1:11435",
       "COMFY_URL=",
       "LLM_KIND=ollama",
+      "LMSTUDIO_TOKEN=",
       "IMAGE_KIND=comfyui",
       "UNLOAD_TIMEOUT=1m30s",
       "JOB_TIMEOUT=15m0s",
