@@ -4,6 +4,7 @@
  * one row here plus its field in types.ts.
  */
 import type { Config } from "./types.ts";
+import { IMAGE_KINDS, LLM_KINDS } from "./tenant-kinds.ts";
 
 export type SettingKind = "duration" | "int" | "string" | "url" | "listen" | "enum" | "bool";
 
@@ -103,6 +104,22 @@ export const SETTINGS: readonly SettingDef[] = [
     defaultDoc: "_(empty = disabled)_",
     kind: "url",
     doc: "ComfyUI upstream, e.g. http://127.0.0.1:8189; empty disables the ComfyUI side.",
+  },
+  {
+    key: "LLM_KIND",
+    field: "llmKind",
+    default: "ollama",
+    kind: "enum",
+    values: LLM_KINDS,
+    doc: "Which server OLLAMA_URL (the LLM side) is: ollama, llama-server (llama.cpp router mode), llama-swap, lmstudio (LM Studio REST v1) or vllm (sleep mode); see Tenants.",
+  },
+  {
+    key: "IMAGE_KIND",
+    field: "imageKind",
+    default: "comfyui",
+    kind: "enum",
+    values: IMAGE_KINDS,
+    doc: "Which server COMFY_URL (the image side) is: comfyui, a1111 (AUTOMATIC1111 and Forge) or swarmui; see Tenants.",
   },
   {
     key: "UNLOAD_TIMEOUT",

@@ -1,3 +1,5 @@
+import type { ImageKind, LlmKind } from "./tenant-kinds.ts";
+
 /** The effective configuration, after file + environment + defaults. Durations are milliseconds. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type LogFormat = "text" | "json";
@@ -14,6 +16,10 @@ export interface Config {
   ollamaUrl: string;
   /** "" = consumer disabled */
   comfyUrl: string;
+  /** Which server OLLAMA_URL is (src/tenants/registry.ts). */
+  llmKind: LlmKind;
+  /** Which server COMFY_URL is. */
+  imageKind: ImageKind;
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
   imageSessionMaxMs: number;

@@ -12,6 +12,8 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   allowedHosts: "string",
   ollamaUrl: "string",
   comfyUrl: "string",
+  llmKind: "string",
+  imageKind: "string",
   unloadTimeoutMs: "number",
   jobTimeoutMs: "number",
   imageSessionMaxMs: "number",
