@@ -7,6 +7,8 @@ import type { ImageKind, LlmKind } from "../config/tenant-kinds.ts";
 import type { ImageTenant, LlmTenant, TenantDriver } from "./types.ts";
 import { ollamaDriver } from "./ollama.ts";
 import { comfyDriver } from "./comfyui.ts";
+import { a1111Driver } from "./a1111.ts";
+import { swarmDriver } from "./swarmui.ts";
 
 export const LLM_DRIVERS: Record<LlmKind, TenantDriver<LlmTenant> | undefined> = {
   ollama: ollamaDriver,
@@ -23,9 +25,9 @@ export const LLM_DRIVERS: Record<LlmKind, TenantDriver<LlmTenant> | undefined> =
 export const IMAGE_DRIVERS: Record<ImageKind, TenantDriver<ImageTenant> | undefined> = {
   comfyui: comfyDriver,
   // AUTOMATIC1111 and Forge (tenants-image)
-  a1111: undefined,
+  a1111: a1111Driver,
   // SwarmUI (tenants-image)
-  swarmui: undefined,
+  swarmui: swarmDriver,
 };
 
 /** The driver for a kind the settings accepted, or an error that names the setting. */

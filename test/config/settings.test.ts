@@ -14,6 +14,8 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   comfyUrl: "string",
   llmKind: "string",
   imageKind: "string",
+  swarmuiSession: "string",
+  swarmuiToken: "string",
   unloadTimeoutMs: "number",
   jobTimeoutMs: "number",
   imageSessionMaxMs: "number",
