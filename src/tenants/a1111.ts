@@ -108,6 +108,11 @@ export class A1111Tenant implements ImageTenant {
     this.#unloaded = false;
   }
 
+  /** Stops the generation running now (shared.state.interrupt: whichever job holds the queue lock). */
+  async interrupt(o: CallOptions): Promise<void> {
+    await this.call("/sdapi/v1/interrupt", o, "POST");
+  }
+
   async resident(o: CallOptions): Promise<Resident[]> {
     const [memory, options] = await Promise.all([this.call("/sdapi/v1/memory", o), this.call("/sdapi/v1/options", o).catch(() => undefined)]);
     const m = cudaReserved(memory);

@@ -153,6 +153,11 @@ export class SwarmTenant implements ImageTenant {
     return count(s.live_gens) + count(s.waiting_gens);
   }
 
+  /** Stops the generations of every session of the turnstile's user (SwarmUI without accounts: everyone's). */
+  async interrupt(o: CallOptions): Promise<void> {
+    await this.callOk("InterruptAll", { other_sessions: true }, o);
+  }
+
   resident(o: CallOptions): Promise<Resident[]> {
     return this.backends(o);
   }

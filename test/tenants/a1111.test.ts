@@ -122,3 +122,12 @@ describe("a1111 driver", () => {
     expect(cudaReserved({ cuda: { system: { used: 1 } } })).toBeUndefined();
   });
 });
+
+test("interrupt stops the running generation (it answers early)", async () => {
+  const { sim, driver } = await setup({ jobMs: 5000 });
+  const gen = txt2img(sim);
+  await waitFor(async () => (await driver.busy(call())) === 1, "busy");
+  await driver.interrupt(call());
+  expect((await gen).status).toBe(200);
+  expect(await driver.busy(call())).toBe(0);
+});

@@ -150,3 +150,11 @@ describe("swarmui driver", () => {
     expect(lines.join("\n")).not.toContain("9D3534E3");
   });
 });
+
+test("interrupt stops generations of other sessions too (InterruptAll other_sessions)", async () => {
+  const { sim, driver } = await setup({ jobMs: 5000 });
+  const gen = generateElsewhere(sim);
+  await waitFor(() => sim.backends[0]!.running === 1, "running");
+  await driver.interrupt(call());
+  expect((await gen).images).toEqual([]);
+});
