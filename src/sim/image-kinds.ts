@@ -6,6 +6,7 @@
  */
 import { type A1111SimOptions, startA1111Sim } from "./a1111.ts";
 import type { SimGpu } from "./gpu.ts";
+import type { RecordedCall } from "./http.ts";
 import type { SimCheckpoint } from "./image-engine.ts";
 import { startSwarmSim, type SwarmSimOptions } from "./swarmui.ts";
 
@@ -13,6 +14,9 @@ export interface ImageSimHandle {
   readonly url: string;
   /** The checkpoints on the card (one per SwarmUI backend). */
   readonly checkpoints: readonly SimCheckpoint[];
+  /** Every call the simulator received, with its arrival time on the ledger's clock. */
+  readonly calls: RecordedCall[];
+  clearCalls(): void;
   generations(): number;
   stop(): Promise<void>;
 }
@@ -39,7 +43,7 @@ export const IMAGE_KIND_SIMS: Readonly<Record<"a1111" | "swarmui", ImageKindSim>
     label: "AUTOMATIC1111",
     async start(gpu, o = {}) {
       const s = await startA1111Sim({ ...o, gpu });
-      return { url: s.url, checkpoints: [s.checkpoint], generations: s.generations, stop: s.stop };
+      return { url: s.url, checkpoints: [s.checkpoint], calls: s.calls, clearCalls: s.clearCalls, generations: s.generations, stop: s.stop };
     },
     generate(url, o = {}) {
       return post(`${url}/sdapi/v1/txt2img`, { prompt: "a lighthouse at dusk", steps: 8, ...(o.jobMs === undefined ? {} : { sim_job_ms: o.jobMs }) }, o.signal);
@@ -49,7 +53,7 @@ export const IMAGE_KIND_SIMS: Readonly<Record<"a1111" | "swarmui", ImageKindSim>
     label: "SwarmUI",
     async start(gpu, o = {}) {
       const s = await startSwarmSim({ ...o, gpu });
-      return { url: s.url, checkpoints: s.backends, generations: s.generations, stop: s.stop };
+      return { url: s.url, checkpoints: s.backends, calls: s.calls, clearCalls: s.clearCalls, generations: s.generations, stop: s.stop };
     },
     async generate(url, o = {}) {
       const session = await post(`${url}/API/GetNewSession`, {}, o.signal);
