@@ -4,7 +4,6 @@
  * through `startTurnstile`.
  */
 import { hostname, networkInterfaces } from "node:os";
-import { ComfyClient } from "./comfy/client.ts";
 import { redactUrl } from "./config/redact.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
@@ -22,7 +21,7 @@ import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
-import { OllamaClient } from "./ollama/client.ts";
+import type { OllamaClient } from "./ollama/client.ts";
 import { noGpuReason } from "./ollama/gpu-free.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
@@ -45,6 +44,10 @@ import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
+import { pickTenants } from "./tenants/pick.ts";
+import { tenantSide } from "./tenants/side.ts";
+import { OllamaTenant } from "./tenants/ollama.ts";
+import { ComfyTenant } from "./tenants/comfyui.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -195,11 +198,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     onTick: (changed) => cardRefresh.tick(changed),
   });
 
-  const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
-  const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
+  // LLM_KIND's and IMAGE_KIND's drivers (tenants/); Ollama and ComfyUI keep machinery of their own.
+  const tenants = pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses));
+  const ollama = tenants.llm instanceof OllamaTenant ? tenants.llm.client : undefined;
+  const comfy = tenants.image instanceof ComfyTenant ? tenants.image.client : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
-  // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
-  if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
   // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
   const cardRefresh = new CardRefresh({
@@ -209,7 +212,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   });
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
-  const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
+  const upstreamHealth: HealthBody["upstreams"] = { ollama: tenants.llm ? "down" : "disabled", comfy: tenants.image ? "down" : "disabled" };
   const health = (): HealthBody => {
     const s = lock.snapshot();
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
@@ -236,7 +239,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     llm: llmWatches,
     jobs: tracker,
     comfy,
-    ollama,
+    llmTenant: tenants.llm,
+    imageTenant: tenants.image,
     settings: {
       maxTtlMs: config.leaseMaxTtlMs,
       unloadTimeoutMs: config.unloadTimeoutMs,
@@ -319,25 +323,26 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  const sessions = new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
+    timeoutMs: config.freeTimeoutMs,
+    onCut: (n) => {
+      metrics.nestedCut.inc({}, n);
+      log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
+    },
+  });
+  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log });
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
-    sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
-      timeoutMs: config.freeTimeoutMs,
-      onCut: (n) => {
-        metrics.nestedCut.inc({}, n);
-        log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
-      },
-    }),
+    sessions,
     comfy,
     ollama,
+    releaseLlm: side.releaseLlm,
     tracker,
     emit: emitJob,
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges,
     settings: {
-      unloadTimeoutMs: config.unloadTimeoutMs,
-      unloadPollIntervalMs: config.unloadPollIntervalMs,
       probeTimeoutMs: config.probeTimeoutMs,
       jobTimeoutMs: config.jobTimeoutMs,
       historyPollIntervalMs: config.historyPollIntervalMs,
@@ -406,16 +411,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && ((path: string, body: Uint8Array, scanned: string | undefined) => noGpuReason(path, body, scanned, ollama.abilities));
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu });
+    const llmSide = { watchLlmBody, noGpu, classify: side.classifyLlm, restored: side.restored };
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, llmSide);
     if (config.ollamaUrl && config.listenOllamaNested) {
-      const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
-      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });
+      const nested = tenants.image ? () => sessions.joinNested() : undefined;
+      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { ...llmSide, nested });
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
     const heldImageJobs = () => lock.snapshot().imageWaiting + held.unsent;
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, syncJob: side.syncJob, classify: side.classifyImage, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
@@ -444,8 +450,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
   const upstreamLog = upstreamHealthLogger(log, metrics);
   const monitor: HealthMonitor = startHealthMonitor({
-    ollama,
-    comfy,
+    ollama: tenants.llm,
+    comfy: tenants.image,
     timeoutMs: config.probeTimeoutMs,
     intervalMs: config.healthIntervalMs,
     report: withHealth(upstreamHealth, (u, up, detail) => {

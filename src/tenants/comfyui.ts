@@ -53,8 +53,8 @@ export class ComfyTenant implements ImageTenant {
     return bytes > 0 ? [{ name: "", vramBytes: bytes }] : [];
   }
 
-  async probe(_o: CallOptions): Promise<string> {
-    return (await this.client.systemStats(this.callTimeoutMs)).version;
+  async probe(timeoutMs: number): Promise<string> {
+    return (await this.client.systemStats(timeoutMs)).version;
   }
 }
 

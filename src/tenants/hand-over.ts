@@ -69,7 +69,8 @@ export async function handOver(t: Tenant, b: HandOverBound): Promise<Released> {
  * /sleep aborts it). Waits within the bound; past it the release goes ahead, and the verdict says why.
  */
 async function drain(t: Tenant, b: HandOverBound): Promise<string | undefined> {
-  const deadline = performance.now() + b.timeoutMs;
+  const bound = b.drainTimeoutMs ?? b.timeoutMs;
+  const deadline = performance.now() + bound;
   const left = () => deadline - performance.now();
   let n = 0;
   for (;;) {
@@ -79,7 +80,7 @@ async function drain(t: Tenant, b: HandOverBound): Promise<string | undefined> {
       return `${t.label}'s busy count unreadable, released without draining: ${describeFetchError(err)}`;
     }
     if (n === 0) return undefined;
-    if (left() <= 0) return `${t.label} still ran ${n} request(s) of its own at the bound (${formatDuration(b.timeoutMs)}); released anyway`;
+    if (left() <= 0) return `${t.label} still ran ${n} request(s) of its own at the bound (${formatDuration(bound)}); released anyway`;
     await sleep(Math.min(b.pollMs, left()));
   }
 }

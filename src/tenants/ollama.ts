@@ -72,8 +72,8 @@ export class OllamaTenant implements LlmTenant {
     return toResidents(await this.client.ps(signal));
   }
 
-  probe(o: CallOptions): Promise<string> {
-    return this.client.version(undefined).then((v) => (o.signal.throwIfAborted(), v));
+  probe(timeoutMs: number): Promise<string> {
+    return this.client.version(timeoutMs);
   }
 
   /** emptyOllama, as before the tenant contract: its blind unload when /api/ps cannot be read. */
@@ -84,7 +84,7 @@ export class OllamaTenant implements LlmTenant {
       pollMs: b.pollMs,
       // A hanging /api/ps is given up on with time left to unload blind and poll again.
       psTimeoutMs: Math.min(b.callTimeoutMs, b.timeoutMs / 2),
-    });
+    }).catch((err: unknown) => ({ tried: [], complete: false, error: describeFetchError(err), notRunning: undefined }));
     return { released: r.complete, tried: r.tried, error: r.error, notRunning: r.notRunning, durationMs: performance.now() - t0 };
   }
 }

@@ -106,8 +106,8 @@ export interface TenantBase {
   verify(o: CallOptions): Promise<Holding>;
   /** What it holds now, for the status page and metrics; [] when nothing or unreadable (then it throws). */
   resident(o: CallOptions): Promise<Resident[]>;
-  /** A cheap liveness probe for /healthz and the status: the server's version or a word; throws when down. */
-  probe(o: CallOptions): Promise<string>;
+  /** A cheap liveness probe for /healthz and the status (PROBE_TIMEOUT): the server's version or a word; throws when down. */
+  probe(timeoutMs: number): Promise<string>;
   /**
    * Optional: a driver whose release and verify interleave in a way of their own (Ollama's blind
    * unload when /api/ps cannot be read) runs the whole hand-over itself within `bound`. The others
@@ -122,6 +122,8 @@ export interface HandOverBound {
   pollMs: number;
   /** One reading of the tenant's report; after it the report counts as unreadable (PROBE_TIMEOUT). */
   callTimeoutMs: number;
+  /** The longest the drain (`busy` down to 0) may take before the release goes ahead; default `timeoutMs`. On the image side: JOB_TIMEOUT. */
+  drainTimeoutMs?: number;
 }
 
 /** The LLM side: Ollama, llama-server (router mode), llama-swap, LM Studio, vLLM. */
@@ -148,12 +150,21 @@ export interface ImageTenant extends TenantBase {
   /**
    * Image work the tenant still runs (SwarmUI's live_gens + waiting_gens, A1111's progress
    * job_count). A synchronous job's end is its answer's end; when present, the image side is
-   * released only once this says 0 too (polled within JOB_TIMEOUT), so work sent around the
-   * turnstile is not cut short by the release.
+   * released only once this says 0 too (polled within JOB_TIMEOUT: the hand-over's drain), so work
+   * sent around the turnstile is not cut short by the release.
    */
   busy?(o: CallOptions): Promise<number>;
-  /** Optional: bring back what `release` dropped (A1111's reload-checkpoint), before an image job. */
+  /**
+   * Optional: bring back what `release` dropped (A1111's reload-checkpoint). Called once when an
+   * image session opens after the image side was released by the turnstile, after the LLM side's
+   * hand-over and before the session's first job is sent. A failure is logged; the job goes on.
+   */
   restore?(o: CallOptions): Promise<void>;
+  /**
+   * Optional: stop the work running now (A1111's /sdapi/v1/interrupt, SwarmUI's InterruptAll).
+   * Called when a synchronous job passed JOB_TIMEOUT or its client went away, before the release.
+   */
+  interrupt?(o: CallOptions): Promise<void>;
 }
 
 export type Tenant = LlmTenant | ImageTenant;

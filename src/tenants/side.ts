@@ -1,0 +1,74 @@
+/**
+ * What the composition root needs from the two picked drivers, wired once: each listener's
+ * classification, the LLM side's proven hand-over (run when an image session opens), the
+ * synchronous image job (for an image side whose request is the job) and the LLM side's restore
+ * after an image turn. The lock only hears about it through its events; it stays pure.
+ */
+import { formatDuration } from "../config/duration.ts";
+import type { Config } from "../config/types.ts";
+import type { RequestTarget, RetryPolicy } from "../http/forward.ts";
+import type { JobListener } from "../jobs/events.ts";
+import type { ImageSessions } from "../jobs/session.ts";
+import type { JobTracker } from "../jobs/tracker.ts";
+import type { LockEvent } from "../lock/index.ts";
+import { handOver } from "./hand-over.ts";
+import type { Tenants } from "./pick.ts";
+import { RestoreGate } from "./restore-gate.ts";
+import { handleSyncJob, type SyncJobDeps } from "./sync-job.ts";
+import type { Released, WorkClass } from "./types.ts";
+
+export interface TenantSideDeps {
+  tenants: Tenants;
+  lock: { onEvent(fn: (e: LockEvent) => void): () => void };
+  config: Config;
+  sessions: ImageSessions;
+  tracker: JobTracker;
+  emit: JobListener;
+  retry: RetryPolicy;
+  log: { info(msg: string, fields?: Record<string, unknown>): void; warn(msg: string, fields?: Record<string, unknown>): void };
+}
+
+export interface TenantSide {
+  classifyLlm?: (method: string, routedPath: string) => WorkClass;
+  classifyImage?: (method: string, routedPath: string) => WorkClass;
+  /** Empties the LLM side, proven within UNLOAD_TIMEOUT. Never throws. */
+  releaseLlm?: () => Promise<Released>;
+  syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
+  /** undefined when the LLM side has nothing to restore or owes nothing now. */
+  restored?: () => Promise<void> | undefined;
+}
+
+export function tenantSide(d: TenantSideDeps): TenantSide {
+  const { llm, image } = d.tenants;
+  const c = d.config;
+  const releaseLlm =
+    llm && (() => handOver(llm, { timeoutMs: c.unloadTimeoutMs, pollMs: c.unloadPollIntervalMs, callTimeoutMs: c.probeTimeoutMs }));
+  const side: TenantSide = {
+    classifyLlm: llm && ((m, p) => llm.classify(m, p)),
+    classifyImage: image && ((m, p) => image.classify(m, p)),
+    releaseLlm,
+  };
+  if (image) {
+    const deps: SyncJobDeps = {
+      sessions: d.sessions,
+      image,
+      releaseLlm,
+      tracker: d.tracker,
+      emit: d.emit,
+      settings: { jobTimeoutMs: c.jobTimeoutMs, freeTimeoutMs: c.freeTimeoutMs, freePollIntervalMs: c.freePollIntervalMs, probeTimeoutMs: c.probeTimeoutMs, retry: d.retry },
+    };
+    side.syncJob = (req, url, clientIp) => handleSyncJob(req, url, clientIp, deps);
+  }
+  if (llm?.restore) {
+    const label = llm.label;
+    const gate = new RestoreGate((o) => llm.restore!(o), c.unloadTimeoutMs, (r) => {
+      if (r.ok) d.log.info(`${label} restored after the image turn`, { restore_ms: Math.round(r.durationMs) });
+      else d.log.warn(`${label} could not be restored within UNLOAD_TIMEOUT (${formatDuration(c.unloadTimeoutMs)}); sending the request anyway`, { reason: r.error });
+    });
+    d.lock.onEvent((e) => {
+      if (e.type === "transition" && (e.to === "image" || e.to === "lease")) gate.released();
+    });
+    side.restored = () => gate.ready();
+  }
+  return side;
+}

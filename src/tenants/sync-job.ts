@@ -1,0 +1,159 @@
+/**
+ * An image job whose request is the job (IMAGE_KIND a1111's /sdapi/v1/txt2img, swarmui's
+ * /API/GenerateText2Image): the image tenant answers when the picture is done.
+ *
+ *   enter the image session (the job that opens it hands the LLM side over, proven, then restores
+ *   the image side if the turnstile released it) → forward the request → relay the answer →
+ *   when the answer has ended, failed or its client went: [interrupt] → leave the session; the
+ *   last job out hands the image side over (drain its own work, release, verify) → the lock goes.
+ *
+ * JOB_TIMEOUT bounds each attempt, the answer's body included; past it the upstream request is cut
+ * and the tenant asked to stop. A client that goes does not end the hold by itself: the tenant
+ * may still be generating, so it is interrupted and its own busy count drained first.
+ */
+import { errorResponse } from "../http/dialect.ts";
+import { forward, whenBodyDone, type Hold, type RequestTarget, type RetryPolicy } from "../http/forward.ts";
+import type { JobListener, JobOutcome } from "../jobs/events.ts";
+import { takeJobId } from "../jobs/image-job.ts";
+import type { ImageSessions, SessionTicket } from "../jobs/session.ts";
+import type { JobTracker } from "../jobs/tracker.ts";
+import { describeFetchError } from "../upstream/upstream-errors.ts";
+import { handOver } from "./hand-over.ts";
+import type { ImageTenant, Released } from "./types.ts";
+
+export interface SyncJobSettings {
+  jobTimeoutMs: number;
+  freeTimeoutMs: number;
+  freePollIntervalMs: number;
+  probeTimeoutMs: number;
+  retry: RetryPolicy;
+}
+
+export interface SyncJobDeps {
+  sessions: ImageSessions;
+  image: ImageTenant;
+  /** The LLM side's proven hand-over (tenants/hand-over.ts); absent when OLLAMA_URL is empty. */
+  releaseLlm?: () => Promise<Released>;
+  tracker: JobTracker;
+  emit: JobListener;
+  settings: SyncJobSettings;
+}
+
+/** The image side was released by the turnstile since it last restored it (A1111's checkpoint). */
+const released = new WeakSet<ImageTenant>();
+
+export function handleSyncJob(req: Request, url: RequestTarget | undefined, clientIp: string | undefined, d: SyncJobDeps): Promise<Response> {
+  const { emit, settings, image } = d;
+  const jobId = takeJobId();
+  // Such a job has no id of its own: the status and the log name it by its number and route.
+  const promptId = `${req.method} ${url?.pathname ?? new URL(req.url).pathname}`;
+  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp });
+  let ticket: SessionTicket | undefined;
+  let acquiredAt = 0;
+  let everHeld = false;
+  let reached = false;
+  let timedOut: AbortSignal | undefined;
+  let finished: Promise<void> | undefined;
+  let endTracking!: () => void;
+  const tracking = new Promise<void>((r) => (endTracking = r));
+
+  /** Leaves the session between attempts (the tenant was never reached): nothing to release. */
+  const giveBack = async (): Promise<boolean> => {
+    const t = ticket;
+    ticket = undefined;
+    if (!t) return false;
+    return t.leave(() => releaseImage(jobId, promptId, d));
+  };
+
+  /** The job's end, once: stop what may still run, leave the session, report. */
+  const finish = (outcome: JobOutcome, reason?: string): Promise<void> =>
+    (finished ??= (async () => {
+      if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt) {
+        await image.interrupt({ signal: AbortSignal.timeout(settings.probeTimeoutMs) }).catch(() => {});
+      }
+      const gpuReleased = await giveBack();
+      if (!everHeld) emit({ phase: "left", jobId });
+      else emit({ phase: "released", jobId, promptId, outcome, heldMs: performance.now() - acquiredAt, gpuReleased, reason });
+      endTracking();
+    })());
+
+  const acquire = async (): Promise<Hold> => {
+    const t = await d.sessions.enter(req.signal, () => prepare(jobId, d));
+    ticket = t;
+    if (!everHeld) {
+      acquiredAt = performance.now();
+      // The job is tracked until its session's part is over (whenIdle, the shutdown's warning).
+      void d.tracker.run({ jobId, promptId, since: Date.now() }, () => tracking);
+    }
+    everHeld = true;
+    emit({ phase: "acquired", jobId, waitedMs: t.waitedMs, joined: !t.opensSession });
+    await t.ready();
+    if (req.signal.aborted) {
+      void finish("client_gone");
+      throw req.signal.reason;
+    }
+    // Held until the answer ends (below), not per attempt.
+    return { release() {} };
+  };
+
+  const started = performance.now();
+  return forward(req, {
+    upstream: image.base,
+    url,
+    signal: req.signal,
+    // Per attempt: JOB_TIMEOUT starts when the job is sent, not while it waited for the card.
+    fetchSignal: () => AbortSignal.any([req.signal, (timedOut = AbortSignal.timeout(settings.jobTimeoutMs))]),
+    clientIp,
+    retry: settings.retry,
+    acquire,
+    onRetry: (n) => {
+      void giveBack();
+      emit({ phase: "retrying", jobId, ...n });
+    },
+  }).then(
+    (result) => {
+      if (!result.ok) {
+        // Sent and unanswered may mean it runs: the release drains the tenant's own work first.
+        reached = true;
+        ticket?.accepted();
+        const timeout = timedOut?.aborted === true;
+        void finish(timeout ? "timeout" : "upstream_error", result.reason);
+        return timeout
+          ? errorResponse("comfy", { status: 504, type: "upstream_timeout", message: `gpu-turnstile: ${image.label} did not answer within JOB_TIMEOUT (${settings.jobTimeoutMs} ms)` })
+          : errorResponse("comfy", { status: 502, type: "upstream_unreachable", message: `gpu-turnstile could not reach ${image.label}: ${result.reason}` });
+      }
+      reached = true;
+      ticket?.accepted();
+      const res = result.response;
+      emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started });
+      return whenBodyDone(res, req.signal, (end) => {
+        const outcome: JobOutcome = !end.cut ? (res.status < 400 ? "completed" : "failed") : timedOut?.aborted ? "timeout" : req.signal.aborted ? "client_gone" : "upstream_error";
+        void finish(outcome, end.cut ? String(end.cut) : undefined);
+      });
+    },
+    (err: unknown) => {
+      void finish(req.signal.aborted ? "client_gone" : "upstream_error", describeFetchError(err));
+      throw err;
+    },
+  );
+}
+
+/** The session's opening: the LLM side handed over (proven), then the image side brought back if the turnstile released it. */
+async function prepare(jobId: number, d: SyncJobDeps): Promise<void> {
+  if (d.releaseLlm) {
+    const r = await d.releaseLlm();
+    d.emit({ phase: "unloaded", jobId, models: r.tried, durationMs: r.durationMs, complete: r.released, error: r.error, notRunning: r.notRunning });
+  }
+  if (d.image.restore && released.has(d.image)) {
+    released.delete(d.image);
+    await d.image.restore({ signal: AbortSignal.timeout(d.settings.freeTimeoutMs) }).catch(() => {});
+  }
+}
+
+/** The session's end: the image side's own work drained (JOB_TIMEOUT), released and verified (FREE_TIMEOUT). */
+async function releaseImage(jobId: number, promptId: string, d: SyncJobDeps): Promise<void> {
+  const s = d.settings;
+  const r = await handOver(d.image, { timeoutMs: s.freeTimeoutMs, pollMs: s.freePollIntervalMs, callTimeoutMs: s.probeTimeoutMs, drainTimeoutMs: s.jobTimeoutMs });
+  released.add(d.image);
+  d.emit({ phase: "freed", jobId, promptId, durationMs: r.durationMs, vramAfter: r.vramAfter, released: r.released, error: r.error, lied: r.lied });
+}
