@@ -122,8 +122,8 @@ export class A1111Tenant implements ImageTenant {
     return [{ name, state: "loaded", vramBytes: m.reserved }];
   }
 
-  async probe(o: CallOptions): Promise<string> {
-    await this.call("/sdapi/v1/progress?skip_current_image=true", o);
+  async probe(timeoutMs: number): Promise<string> {
+    await this.call("/sdapi/v1/progress?skip_current_image=true", { signal: AbortSignal.timeout(timeoutMs) });
     return "up";
   }
 }

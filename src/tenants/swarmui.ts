@@ -162,8 +162,8 @@ export class SwarmTenant implements ImageTenant {
     return this.backends(o);
   }
 
-  async probe(o: CallOptions): Promise<string> {
-    const body = await this.callOk("GetCurrentStatus", {}, o);
+  async probe(timeoutMs: number): Promise<string> {
+    const body = await this.callOk("GetCurrentStatus", {}, { signal: AbortSignal.timeout(timeoutMs) });
     const b = isRecord(body.backend_status) ? body.backend_status.status : undefined;
     return typeof b === "string" ? b : "up";
   }

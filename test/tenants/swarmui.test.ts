@@ -124,7 +124,7 @@ describe("swarmui driver", () => {
       config: testConfig({ COMFY_URL: sim.url, IMAGE_KIND: "swarmui", SWARMUI_SESSION: session_id, SWARMUI_TOKEN: "tok-123456789" }),
       local: true,
     });
-    expect(await driver.probe(call())).toBe("running");
+    expect(await driver.probe(2000)).toBe("running");
     expect(sim.calls.map((c) => c.path)).toEqual(["/API/GetCurrentStatus"]);
     expect(JSON.parse(sim.calls[0]!.bodyText).session_id).toBe(session_id);
     expect(sim.calls[0]!.headers.cookie).toBe("swarm_user_token=tok-123456789");
