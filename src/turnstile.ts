@@ -8,14 +8,11 @@ import { redactUrl } from "./config/redact.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
-import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
-import { PromptIds } from "./jobs/prompt-ids.ts";
-import { SharedQueue } from "./jobs/queue-share.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -44,7 +41,7 @@ import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
-import { pickTenants } from "./tenants/pick.ts";
+import { pickTenants, type Tenants } from "./tenants/pick.ts";
 import { tenantSide } from "./tenants/side.ts";
 import { OllamaTenant } from "./tenants/ollama.ts";
 import { ComfyTenant } from "./tenants/comfyui.ts";
@@ -55,6 +52,8 @@ export interface TurnstileOptions {
   version: string;
   /** An extra subscriber to image-job phases (the demo's timeline). */
   onJobEvent?: JobListener;
+  /** Drivers to use instead of LLM_KIND's and IMAGE_KIND's (a test's fake tenant), for the sides whose URL is set. */
+  tenants?: Partial<Tenants>;
 }
 
 export interface BoundListener {
@@ -199,7 +198,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   });
 
   // LLM_KIND's and IMAGE_KIND's drivers (tenants/); Ollama and ComfyUI keep machinery of their own.
-  const tenants = pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses));
+  const tenants = { ...pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses)), ...opts.tenants };
   const ollama = tenants.llm instanceof OllamaTenant ? tenants.llm.client : undefined;
   const comfy = tenants.image instanceof ComfyTenant ? tenants.image.client : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
@@ -330,30 +329,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
     },
   });
-  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log });
-  const imageJob: ImageJobDeps | undefined = comfy && {
-    lock,
-    sessions,
-    comfy,
-    ollama,
-    releaseLlm: side.releaseLlm,
-    tracker,
-    emit: emitJob,
-    promptIds: new PromptIds(),
-    queue: new SharedQueue(comfy),
-    nudges,
-    settings: {
-      probeTimeoutMs: config.probeTimeoutMs,
-      jobTimeoutMs: config.jobTimeoutMs,
-      historyPollIntervalMs: config.historyPollIntervalMs,
-      freeTimeoutMs: config.freeTimeoutMs,
-      freePollIntervalMs: config.freePollIntervalMs,
-      promptCaptureLimit: config.promptCaptureLimit,
-      warmModel: config.warmModel,
-      warmTimeoutMs: config.warmTimeoutMs,
-      retry,
-    },
-  };
+  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges });
+  const imageJob = side.imageJob;
 
   const allowedHosts = parseAllowedHosts(config.allowedHosts);
   // Said once per Host (and not without end: a rebinding page can make up names), so an operator

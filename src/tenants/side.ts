@@ -16,16 +16,25 @@ import type { Tenants } from "./pick.ts";
 import { RestoreGate } from "./restore-gate.ts";
 import { handleSyncJob, type SyncJobDeps } from "./sync-job.ts";
 import type { Released, WorkClass } from "./types.ts";
+import { ComfyTenant } from "./comfyui.ts";
+import { OllamaTenant } from "./ollama.ts";
+import type { ComfyClient } from "../comfy/client.ts";
+import type { ImageJobDeps, ImageLock } from "../jobs/image-job.ts";
+import type { Nudges } from "../jobs/nudge.ts";
+import { PromptIds } from "../jobs/prompt-ids.ts";
+import { SharedQueue } from "../jobs/queue-share.ts";
 
 export interface TenantSideDeps {
   tenants: Tenants;
-  lock: { onEvent(fn: (e: LockEvent) => void): () => void };
+  lock: ImageLock & { onEvent(fn: (e: LockEvent) => void): () => void };
   config: Config;
   sessions: ImageSessions;
   tracker: JobTracker;
   emit: JobListener;
   retry: RetryPolicy;
   log: { info(msg: string, fields?: Record<string, unknown>): void; warn(msg: string, fields?: Record<string, unknown>): void };
+  /** Wakes ComfyUI job followers on a client's cancel (proxy/comfy-cancels.ts). */
+  nudges: Nudges;
 }
 
 export interface TenantSide {
@@ -36,6 +45,8 @@ export interface TenantSide {
   syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
   /** undefined when the LLM side has nothing to restore or owes nothing now. */
   restored?: () => Promise<void> | undefined;
+  /** ComfyUI's asynchronous jobs (jobs/image-job.ts), when IMAGE_KIND is comfyui. */
+  imageJob?: ImageJobDeps;
 }
 
 export function tenantSide(d: TenantSideDeps): TenantSide {
@@ -59,6 +70,7 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
     };
     side.syncJob = (req, url, clientIp) => handleSyncJob(req, url, clientIp, deps);
   }
+  if (image instanceof ComfyTenant) side.imageJob = comfyJobs(image.client, d, releaseLlm);
   if (llm?.restore) {
     const label = llm.label;
     const gate = new RestoreGate((o) => llm.restore!(o), c.unloadTimeoutMs, (r) => {
@@ -71,4 +83,32 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
     side.restored = () => gate.ready();
   }
   return side;
+}
+
+/** ComfyUI's job machinery (jobs/), as before the tenant contract; WARM_MODEL only with Ollama. */
+function comfyJobs(comfy: ComfyClient, d: TenantSideDeps, releaseLlm: TenantSide["releaseLlm"]): ImageJobDeps {
+  const c = d.config;
+  return {
+    lock: d.lock,
+    sessions: d.sessions,
+    comfy,
+    ollama: d.tenants.llm instanceof OllamaTenant ? d.tenants.llm.client : undefined,
+    releaseLlm,
+    tracker: d.tracker,
+    emit: d.emit,
+    promptIds: new PromptIds(),
+    queue: new SharedQueue(comfy),
+    nudges: d.nudges,
+    settings: {
+      probeTimeoutMs: c.probeTimeoutMs,
+      jobTimeoutMs: c.jobTimeoutMs,
+      historyPollIntervalMs: c.historyPollIntervalMs,
+      freeTimeoutMs: c.freeTimeoutMs,
+      freePollIntervalMs: c.freePollIntervalMs,
+      promptCaptureLimit: c.promptCaptureLimit,
+      warmModel: c.warmModel,
+      warmTimeoutMs: c.warmTimeoutMs,
+      retry: d.retry,
+    },
+  };
 }

@@ -71,6 +71,8 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
       if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt) {
         await image.interrupt({ signal: AbortSignal.timeout(settings.probeTimeoutMs) }).catch(() => {});
       }
+      // The tenant may have begun the job: the session's end owes its release.
+      if (reached) ticket?.accepted();
       const gpuReleased = await giveBack();
       if (!everHeld) emit({ phase: "left", jobId });
       else emit({ phase: "released", jobId, promptId, outcome, heldMs: performance.now() - acquiredAt, gpuReleased, reason });
@@ -92,6 +94,8 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
       void finish("client_gone");
       throw req.signal.reason;
     }
+    // From here the attempt may reach the tenant; a retry (onRetry) says it did not.
+    reached = true;
     // Held until the answer ends (below), not per attempt.
     return { release() {} };
   };
@@ -107,6 +111,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     retry: settings.retry,
     acquire,
     onRetry: (n) => {
+      reached = false;
       void giveBack();
       emit({ phase: "retrying", jobId, ...n });
     },
@@ -114,16 +119,12 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     (result) => {
       if (!result.ok) {
         // Sent and unanswered may mean it runs: the release drains the tenant's own work first.
-        reached = true;
-        ticket?.accepted();
         const timeout = timedOut?.aborted === true;
         void finish(timeout ? "timeout" : "upstream_error", result.reason);
         return timeout
           ? errorResponse("comfy", { status: 504, type: "upstream_timeout", message: `gpu-turnstile: ${image.label} did not answer within JOB_TIMEOUT (${settings.jobTimeoutMs} ms)` })
           : errorResponse("comfy", { status: 502, type: "upstream_unreachable", message: `gpu-turnstile could not reach ${image.label}: ${result.reason}` });
       }
-      reached = true;
-      ticket?.accepted();
       const res = result.response;
       emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started });
       return whenBodyDone(res, req.signal, (end) => {

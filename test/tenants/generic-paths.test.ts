@@ -1,0 +1,161 @@
+/**
+ * The paths every new driver relies on (issue 29), proven end to end with the fake tenants of
+ * test/support/fake-tenants.ts behind a real turnstile: the synchronous image job (the request is
+ * the job), the LLM side drained before its release and restored before the first LLM request
+ * after an image turn, and a release that answers 200 and keeps the memory.
+ */
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { FakeImageTenant, FakeLlmTenant, startFakeServers, type FakeServers } from "../support/fake-tenants.ts";
+import { startTestTurnstile, until, type TestTurnstile } from "../support/turnstile.ts";
+
+let fakes: FakeServers;
+let t: TestTurnstile | undefined;
+
+beforeEach(() => {
+  fakes = startFakeServers();
+});
+
+afterEach(async () => {
+  await t?.close();
+  t = undefined;
+  fakes.stop();
+});
+
+function start(env: Record<string, string> = {}): TestTurnstile {
+  t = startTestTurnstile(
+    { OLLAMA_URL: fakes.llm.url, COMFY_URL: fakes.image.url, ...env },
+    { tenants: { llm: new FakeLlmTenant(new URL(fakes.llm.url)), image: new FakeImageTenant(new URL(fakes.image.url)) } },
+  );
+  return t;
+}
+
+const chat = (tt: TestTurnstile) => fetch(`${tt.ollamaUrl}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "m", messages: [] }) });
+const gen = (tt: TestTurnstile, signal?: AbortSignal) => fetch(`${tt.comfyUrl}/gen`, { method: "POST", body: "{}", signal });
+const index = (call: string) => fakes.calls.indexOf(call);
+
+describe("the synchronous image job", () => {
+  test("the LLM side is released and proven before the request goes; the card is the image side's until the answer ends", async () => {
+    const tt = start();
+    await tt.probed;
+    expect((await chat(tt)).status).toBe(200);
+    expect(fakes.gpu.holding("ollama")).toBe(true);
+    fakes.image.genMs = 150;
+    const answer = gen(tt);
+    await until(() => fakes.image.generating, "the generation started");
+    expect(tt.lock.state).toBe("image");
+    // Sleep, then the proof, then the job: never the job first.
+    expect(index("llm POST /sleep")).toBeGreaterThanOrEqual(0);
+    expect(index("llm POST /sleep")).toBeLessThan(index("llm GET /is_sleeping"));
+    expect(index("llm GET /is_sleeping")).toBeLessThan(index("image POST /gen"));
+    const res = await answer;
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ images: ["aGk="] });
+    await tt.settled();
+    // Released after the answer, and proven from its own report.
+    expect(index("image POST /unload")).toBeGreaterThan(index("image POST /gen"));
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+    expect(fakes.gpu.overlaps()).toEqual([]);
+    expect(tt.logLines.some((l) => l.includes("image job 1 completed; GPU released") || /image job \d+ completed; GPU released/.test(l))).toBe(true);
+  });
+
+  test("an LLM request waits while the job runs, and the LLM side is woken before it is sent", async () => {
+    const tt = start();
+    await tt.probed;
+    fakes.image.genMs = 150;
+    const answer = gen(tt);
+    await until(() => fakes.image.generating, "the generation started");
+    const waiting = chat(tt);
+    const res = await answer;
+    expect(res.status).toBe(200);
+    const c = await waiting;
+    expect(c.status).toBe(200);
+    // wake_up came after the image side's release and before the chat reached the LLM side.
+    const lastChat = fakes.calls.lastIndexOf("llm POST /v1/chat/completions");
+    const wake = fakes.calls.lastIndexOf("llm POST /wake_up");
+    expect(wake).toBeGreaterThan(index("image POST /unload"));
+    expect(wake).toBeLessThan(lastChat);
+    expect(fakes.gpu.overlaps()).toEqual([]);
+  });
+
+  test("two LLM requests after an image turn share one restore", async () => {
+    const tt = start();
+    await tt.probed;
+    expect((await chat(tt)).status).toBe(200); // the start's own wake
+    const before = fakes.calls.filter((c) => c === "llm POST /wake_up").length;
+    expect((await gen(tt)).status).toBe(200);
+    await tt.settled();
+    const [a, b] = await Promise.all([chat(tt), chat(tt)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(fakes.calls.filter((c) => c === "llm POST /wake_up").length).toBe(before + 1);
+  });
+
+  test("the LLM side's own requests are drained before its release", async () => {
+    const tt = start();
+    await tt.probed;
+    expect((await chat(tt)).status).toBe(200);
+    // A request the LLM server runs for a client that does not use the turnstile.
+    fakes.llm.ownRunning = 1;
+    const answer = gen(tt);
+    await until(() => fakes.calls.filter((c) => c === "llm GET /metrics").length >= 2, "the drain polled the busy count twice");
+    expect(fakes.calls.includes("llm POST /sleep")).toBe(false);
+    expect(fakes.calls.includes("image POST /gen")).toBe(false);
+    fakes.llm.ownRunning = 0;
+    expect((await answer).status).toBe(200);
+    expect(fakes.llm.sleptWithRunning).toEqual([0]);
+  });
+
+  test("a client that goes mid-job: the job is interrupted, released, and the card handed on", async () => {
+    const tt = start();
+    await tt.probed;
+    fakes.image.genMs = Infinity;
+    const ac = new AbortController();
+    const answer = gen(tt, ac.signal).catch((e: unknown) => e);
+    await until(() => fakes.image.generating, "the generation started");
+    ac.abort();
+    await answer;
+    await tt.settled();
+    expect(index("image POST /unload")).toBeGreaterThan(index("image POST /gen"));
+    expect(fakes.image.generating).toBe(false);
+    expect(tt.lock.state).toBe("idle");
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+  });
+
+  test("a job that never answers is cut at JOB_TIMEOUT: 504, interrupted, released", async () => {
+    const tt = start({ JOB_TIMEOUT: "300ms" });
+    await tt.probed;
+    fakes.image.genMs = Infinity;
+    const t0 = performance.now();
+    const res = await gen(tt);
+    expect(res.status).toBe(504);
+    expect(await res.text()).toContain("JOB_TIMEOUT");
+    expect(performance.now() - t0).toBeLessThan(3000);
+    await tt.settled();
+    expect(fakes.calls).toContain("image POST /interrupt");
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+    expect(tt.lock.state).toBe("idle");
+  });
+});
+
+describe("a release answered as done that keeps the memory", () => {
+  test("holds the card up to FREE_TIMEOUT, warns once, and the status says so", async () => {
+    const tt = start({ FREE_TIMEOUT: "300ms", LOGLEVEL: "info" });
+    await tt.probed;
+    fakes.image.lie = true;
+    expect((await gen(tt)).status).toBe(200);
+    await tt.settled();
+    const lied = () => tt.logLines.filter((l) => l.includes("answered its release as done but kept the memory"));
+    expect(lied().length).toBe(1);
+    expect(lied()[0]).toContain("WARN");
+    expect(tt.status.snapshot(false).upstreams.comfy?.release_kept_memory).toContain("FakeImage answered the release as done but still reports memory held");
+    // The second time is not shouted again.
+    expect((await gen(tt)).status).toBe(200);
+    await tt.settled();
+    expect(lied().length).toBe(2);
+    expect(lied()[1]).not.toContain("WARN");
+    // A release that is proven clears the status.
+    fakes.image.lie = false;
+    expect((await gen(tt)).status).toBe(200);
+    await tt.settled();
+    expect(tt.status.snapshot(false).upstreams.comfy?.release_kept_memory).toBeUndefined();
+  });
+});
