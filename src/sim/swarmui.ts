@@ -14,6 +14,7 @@
  * memory is properly cleared"); the memory comes back after the backend's running generation.
  */
 import { randomBytes, randomUUID } from "node:crypto";
+import type { ServerWebSocket } from "bun";
 import { SimGpu } from "./gpu.ts";
 import { baseUrl, CallLog, loopbackOnly, type OverrideHandler, type RecordedCall, readBody } from "./http.ts";
 import { type CheckpointTiming, type ImageLyingModes, jobMsOf, jsonObject, PNG_BASE64, SimCheckpoint, timingOf } from "./image-engine.ts";
@@ -58,6 +59,14 @@ interface Session {
 }
 
 const VERSION = "0.9.6.2.GIT-5ee406ba";
+
+interface WsData {
+  started: boolean;
+}
+
+function err(id: string, message: string, status = 400): Response {
+  return json({ error_id: id, error: message }, status);
+}
 
 function json(body: unknown, status = 200): Response {
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json; charset=utf-8" } });
@@ -181,20 +190,53 @@ export async function startSwarmSim(opts: SwarmSimOptions = {}): Promise<SwarmSi
     listmodels: () => json({ folders: [], files: [{ name: `${model}.safetensors`, title: model, loaded: backends.some((b) => b.place === "gpu") }] }),
   };
 
-  const server = Bun.serve({
+  /**
+   * GenerateText2ImageWS (what SwarmUI's own page uses): the first text frame is the input; then
+   * status frames, the image, and a normal close (API.cs).
+   */
+  async function generateWs(ws: ServerWebSocket<WsData>, text: string): Promise<void> {
+    const body = jsonObject(text) ?? {};
+    const sid = typeof body.session_id === "string" ? body.session_id : "";
+    const s = sessions.get(sid);
+    if (!s) {
+      ws.send(JSON.stringify({ error: "Invalid session ID. You may need to refresh the page.", error_id: "invalid_session_id" }));
+      ws.close(1000);
+      return;
+    }
+    const status = () => ws.send(JSON.stringify({ status: { waiting_gens: s.waiting, loading_models: s.loading, waiting_backends: 0, live_gens: s.live } }));
+    status();
+    const res = await generate(s, body);
+    const out = (await res.json()) as Record<string, unknown>;
+    if (Array.isArray(out.images)) for (const image of out.images) ws.send(JSON.stringify({ image, batch_index: "0", metadata: "{}" }));
+    else ws.send(JSON.stringify(out));
+    status();
+    ws.close(1000);
+  }
+
+  const server = Bun.serve<WsData>({
     hostname,
     port: opts.port ?? 0,
     idleTimeout: 0,
-    async fetch(req) {
+    websocket: {
+      message(ws, message) {
+        if (ws.data.started || typeof message !== "string") return;
+        ws.data.started = true;
+        void generateWs(ws, message).catch(() => ws.close(1011));
+      },
+    },
+    async fetch(req, srv) {
       const url = new URL(req.url);
       const raw = await readBody(req);
       log.record(req, url, raw);
       const injected = await log.runOverrides(req, url, raw);
       if (injected) return injected;
       const lower = url.pathname.toLowerCase();
+      if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
+        if (lower !== "/api/generatetext2imagews") return err("bad_route", "Unknown API route");
+        return srv.upgrade(req, { data: { started: false } }) ? undefined : err("basic_api", "upgrade failed");
+      }
       if (!lower.startsWith("/api/")) return new Response("404 Not Found", { status: 404, headers: { "content-type": "text/html" } });
       if (req.method !== "POST") return new Response(null, { status: 302, headers: { location: "/Error/NoGetAPI" } });
-      const err = (id: string, message: string, status = 400): Response => json({ error_id: id, error: message }, status);
       if (!(req.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) return err("basic_api", "Wrong content type");
       if (raw.length === 0) return err("basic_api", "bad content length");
       const body = jsonObject(new TextDecoder().decode(raw));

@@ -89,3 +89,20 @@ describe("SwarmUI simulator", () => {
     expect((await gen).body.images).toEqual([]);
   });
 });
+
+test("GenerateText2ImageWS (SwarmUI's own page): input frame, status frames, the image, a normal close", async () => {
+  const s = await start({ jobMs: 50 });
+  const id = await session(s);
+  const ws = new WebSocket(`${s.url.replace("http", "ws")}/API/GenerateText2ImageWS`);
+  const frames: any[] = [];
+  const closed = new Promise<number>((resolve) => {
+    ws.onclose = (e) => resolve(e.code);
+  });
+  ws.onmessage = (e) => frames.push(JSON.parse(String(e.data)));
+  await new Promise((r) => (ws.onopen = r));
+  ws.send(JSON.stringify({ session_id: id, prompt: "x", model: MODEL, images: 1 }));
+  expect(await closed).toBe(1000);
+  expect(Object.keys(frames[0].status)).toEqual(["waiting_gens", "loading_models", "waiting_backends", "live_gens"]);
+  expect(frames.some((f) => typeof f.image === "string")).toBe(true);
+  expect(s.gpu.holding("comfy")).toBe(true);
+});
