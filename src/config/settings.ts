@@ -114,6 +114,15 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Which server OLLAMA_URL (the LLM side) is: ollama, llama-server (llama.cpp router mode), llama-swap, lmstudio (LM Studio REST v1) or vllm (sleep mode); see Tenants.",
   },
   {
+    key: "LMSTUDIO_TOKEN",
+    field: "lmstudioToken",
+    default: "",
+    defaultDoc: "_(empty = none sent)_",
+    kind: "string",
+    secret: true,
+    doc: "With LLM_KIND=lmstudio: the API token the turnstile sends (Authorization: Bearer) on its own calls to LM Studio (listing and unloading models) when the server requires one; clients send their own.",
+  },
+  {
     key: "IMAGE_KIND",
     field: "imageKind",
     default: "comfyui",

@@ -18,6 +18,8 @@ export interface Config {
   comfyUrl: string;
   /** Which server OLLAMA_URL is (src/tenants/registry.ts). */
   llmKind: LlmKind;
+  /** "" = no token sent to LM Studio */
+  lmstudioToken: string;
   /** Which server COMFY_URL is. */
   imageKind: ImageKind;
   /** SwarmUI session the turnstile's own calls use; "" = obtained from GetNewSession (IMAGE_KIND=swarmui). */

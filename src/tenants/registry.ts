@@ -7,19 +7,23 @@ import type { ImageKind, LlmKind } from "../config/tenant-kinds.ts";
 import type { ImageTenant, LlmTenant, TenantDriver } from "./types.ts";
 import { ollamaDriver } from "./ollama.ts";
 import { comfyDriver } from "./comfyui.ts";
+import { llamaServerDriver } from "./llama-server.ts";
+import { llamaSwapDriver } from "./llama-swap.ts";
+import { lmStudioDriver } from "./lmstudio.ts";
+import { vllmDriver } from "./vllm.ts";
 import { a1111Driver } from "./a1111.ts";
 import { swarmDriver } from "./swarmui.ts";
 
 export const LLM_DRIVERS: Record<LlmKind, TenantDriver<LlmTenant> | undefined> = {
   ollama: ollamaDriver,
   // llama.cpp's llama-server, router mode (tenants-llm)
-  "llama-server": undefined,
+  "llama-server": llamaServerDriver,
   // llama-swap (tenants-llm)
-  "llama-swap": undefined,
+  "llama-swap": llamaSwapDriver,
   // LM Studio, REST v1 (tenants-llm)
-  lmstudio: undefined,
+  lmstudio: lmStudioDriver,
   // vLLM with sleep mode (tenants-llm)
-  vllm: undefined,
+  vllm: vllmDriver,
 };
 
 export const IMAGE_DRIVERS: Record<ImageKind, TenantDriver<ImageTenant> | undefined> = {

@@ -373,6 +373,7 @@ describe("describeConfig", () => {
       "OLLAMA_URL=http://***@127.0.0.1:11435",
       "COMFY_URL=",
       "LLM_KIND=ollama",
+      "LMSTUDIO_TOKEN=",
       "IMAGE_KIND=comfyui",
       "SWARMUI_SESSION=",
       "SWARMUI_TOKEN=",

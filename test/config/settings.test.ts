@@ -13,6 +13,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   ollamaUrl: "string",
   comfyUrl: "string",
   llmKind: "string",
+  lmstudioToken: "string",
   imageKind: "string",
   swarmuiSession: "string",
   swarmuiToken: "string",
