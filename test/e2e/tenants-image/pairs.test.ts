@@ -90,3 +90,27 @@ for (const kind of ["a1111", "swarmui"] as const) {
     });
   });
 }
+
+describe("a generation route spelled another way is still the job", () => {
+  const cases = [
+    ["a1111", "/sdapi/v1/txt2im%67", { prompt: "x", steps: 2 }],
+    ["swarmui", "/api/generateTEXT2image", { images: 1, prompt: "x", model: "OfficialStableDiffusion/sd_xl_base_1.0" }],
+  ] as const;
+  for (const [kind, path, body] of cases) {
+    test(`IMAGE_KIND=${kind}: ${path} waits for Ollama to be emptied`, async () => {
+      const r = await start(kind);
+      expect((await chat(r)).status).toBe(200);
+      let extra: Record<string, unknown> = {};
+      if (kind === "swarmui") {
+        const s = await fetch(`${r.t.comfyUrl}/API/GetNewSession`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+        extra = { session_id: ((await s.json()) as { session_id: string }).session_id };
+      }
+      const res = await fetch(`${r.t.comfyUrl}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, ...extra }) });
+      expect(res.status).toBe(200);
+      expect(r.image.generations()).toBe(1);
+      await r.t.settled();
+      expect(r.gpu.overlaps()).toEqual([]);
+    });
+  }
+});
+
