@@ -42,7 +42,7 @@ import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
 import { pickTenants, type Tenants } from "./tenants/pick.ts";
-import { tenantSide } from "./tenants/side.ts";
+import { residentsReader, tenantSide } from "./tenants/side.ts";
 import { OllamaTenant } from "./tenants/ollama.ts";
 import { ComfyTenant } from "./tenants/comfyui.ts";
 
@@ -202,10 +202,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const ollama = tenants.llm instanceof OllamaTenant ? tenants.llm.client : undefined;
   const comfy = tenants.image instanceof ComfyTenant ? tenants.image.client : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
+  // What the LLM side holds, for the status page: Ollama's /api/ps (onPs hears it), another kind's resident().
+  const readLlm = ollama ? () => ollama.look(config.probeTimeoutMs) : tenants.llm && residentsReader(tenants.llm, config.probeTimeoutMs, (m) => status.onModels(m));
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
   // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
   const cardRefresh = new CardRefresh({
-    read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
+    read: () => Promise.allSettled([readLlm?.(), comfy?.systemStats(config.probeTimeoutMs)]),
     busy: () => lock.state !== "idle",
     nextExpiry: () => status.nextModelExpiry(),
   });
@@ -313,7 +315,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     });
   }
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
     withExtra((e) => {
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
@@ -425,7 +427,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
   // upstream's restart into 502s.
   const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
-  const upstreamLog = upstreamHealthLogger(log, metrics);
+  const upstreamLog = upstreamHealthLogger(log, metrics, side.otherKinds);
   const monitor: HealthMonitor = startHealthMonitor({
     ollama: tenants.llm,
     comfy: tenants.image,
@@ -439,7 +441,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }),
     // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
     // comes with its own probe, /system_stats).
-    whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
+    whenOllamaUp: readLlm,
   });
 
   const restoreLease = async () => {

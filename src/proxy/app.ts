@@ -251,7 +251,12 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     },
     admit(req, cls) {
       const door = admit(req, deps.hostAllowed);
-      return door.ok ? door.url : refused(req, cls, door.reply);
+      if (!door.ok) return refused(req, cls, door.reply);
+      // A websocket the tenant runs GPU work over (SwarmUI's GenerateText2ImageWS) would hold the card without the lock.
+      const work = deps.classify?.(req.method, door.routed);
+      if (work === undefined || work === "pass") return door.url;
+      const message = `gpu-turnstile: ${req.method} ${door.url.pathname} runs GPU work over a websocket, which the turnstile cannot hold the card for; use the HTTP route`;
+      return refused(req, cls, { status: 403, type: "websocket_work_refused", message });
     },
   };
 }

@@ -29,11 +29,13 @@ export async function handOver(t: Tenant, b: HandOverBound): Promise<Released> {
   let allAccepted = true;
   let releaseError: string | undefined;
   let last: Holding | undefined;
+  /** The last report that could be read: a reading the bound itself cut short does not undo what it said. */
+  let lastRead: Holding | undefined;
   const verdict = (extra: Partial<Released>): Released => ({
     released: false,
     tried,
     durationMs: performance.now() - t0,
-    vramAfter: last?.vramBytes,
+    vramAfter: lastRead?.vramBytes,
     ...extra,
   });
   try {
@@ -46,6 +48,7 @@ export async function handOver(t: Tenant, b: HandOverBound): Promise<Released> {
       allAccepted &&= r.accepted;
       releaseError = r.error ?? releaseError;
       last = await t.verify(call());
+      if (!last.unreadable) lastRead = last;
       if (last.notRunning) return verdict({ released: true, notRunning: last.notRunning });
       if (!last.held) return verdict({ released: true, error: drainError });
       if (left() <= 0) break;
@@ -56,8 +59,8 @@ export async function handOver(t: Tenant, b: HandOverBound): Promise<Released> {
   }
   const bound = `within its bound (${formatDuration(b.timeoutMs)})`;
   const why = [drainError, releaseError, last?.unreadable].filter(Boolean).join("; ");
-  // Lied: every release was answered as done, the tenant's own report was read, and it still holds.
-  const lied = allAccepted && last !== undefined && last.held && !last.unreadable;
+  // Lied: every release was answered as done, and the tenant's own report, read last, still held.
+  const lied = allAccepted && lastRead !== undefined && lastRead.held;
   const error = lied
     ? `${t.label} answered the release as done but still reports memory held ${bound}`
     : `${t.label} did not release ${bound}${why ? `: ${why}` : ""}`;

@@ -15,7 +15,7 @@ import { handOver } from "./hand-over.ts";
 import type { Tenants } from "./pick.ts";
 import { RestoreGate } from "./restore-gate.ts";
 import { handleSyncJob, type SyncJobDeps } from "./sync-job.ts";
-import type { Released, WorkClass } from "./types.ts";
+import type { LlmTenant, Released, WorkClass } from "./types.ts";
 import { ComfyTenant } from "./comfyui.ts";
 import { OllamaTenant } from "./ollama.ts";
 import type { ComfyClient } from "../comfy/client.ts";
@@ -45,6 +45,8 @@ export interface TenantSide {
   syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
   /** undefined when the LLM side has nothing to restore or owes nothing now. */
   restored?: () => Promise<void> | undefined;
+  /** The sides whose server is not the default kind, by upstream name, for the log's words. */
+  otherKinds: { ollama?: string; comfy?: string };
   /** ComfyUI's asynchronous jobs (jobs/image-job.ts), when IMAGE_KIND is comfyui. */
   imageJob?: ImageJobDeps;
 }
@@ -58,6 +60,10 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
     classifyLlm: llm && ((m, p) => llm.classify(m, p)),
     classifyImage: image && ((m, p) => image.classify(m, p)),
     releaseLlm,
+    otherKinds: {
+      ollama: llm && !(llm instanceof OllamaTenant) ? llm.label : undefined,
+      comfy: image && !(image instanceof ComfyTenant) ? image.label : undefined,
+    },
   };
   if (image) {
     const deps: SyncJobDeps = {
@@ -110,5 +116,16 @@ function comfyJobs(comfy: ComfyClient, d: TenantSideDeps, releaseLlm: TenantSide
       warmTimeoutMs: c.warmTimeoutMs,
       retry: d.retry,
     },
+  };
+}
+
+/**
+ * One read of what an LLM side other than Ollama holds, told to the status page as /api/ps-shaped
+ * models (name, size, size_vram), so the page and `status` show them as they show Ollama's.
+ */
+export function residentsReader(llm: LlmTenant, timeoutMs: number, told: (models: unknown[]) => void): () => Promise<void> {
+  return async () => {
+    const residents = await llm.resident({ signal: AbortSignal.timeout(timeoutMs) });
+    told(residents.map((r) => ({ name: r.name, size: r.vramBytes ?? 0, size_vram: r.vramBytes ?? 0 })));
   };
 }

@@ -41,6 +41,14 @@ export interface SyncJobDeps {
 
 /** The image side was released by the turnstile since it last restored it (A1111's checkpoint). */
 const released = new WeakSet<ImageTenant>();
+/**
+ * The image side may hold memory the turnstile put there (a restore ran, or a job may have reached
+ * it): the session's end owes a release even if every job of the session left before being sent.
+ */
+const owes = new WeakSet<ImageTenant>();
+/** Sync jobs that may have reached each image side and have not ended: its interrupt is not per job. */
+const inFlight = new WeakMap<ImageTenant, number>();
+const count = (t: ImageTenant, by: number) => inFlight.set(t, (inFlight.get(t) ?? 0) + by);
 
 export function handleSyncJob(req: Request, url: RequestTarget | undefined, clientIp: string | undefined, d: SyncJobDeps): Promise<Response> {
   const { emit, settings, image } = d;
@@ -57,22 +65,31 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
   let endTracking!: () => void;
   const tracking = new Promise<void>((r) => (endTracking = r));
 
-  /** Leaves the session between attempts (the tenant was never reached): nothing to release. */
+  /** Leaves the session; its last job out releases the image side when it owes that. */
   const giveBack = async (): Promise<boolean> => {
     const t = ticket;
     ticket = undefined;
     if (!t) return false;
+    if (owes.has(image)) t.accepted();
     return t.leave(() => releaseImage(jobId, promptId, d));
+  };
+  const reach = (now: boolean) => {
+    if (now === reached) return;
+    reached = now;
+    count(image, now ? 1 : -1);
   };
 
   /** The job's end, once: stop what may still run, leave the session, report. */
   const finish = (outcome: JobOutcome, reason?: string): Promise<void> =>
     (finished ??= (async () => {
-      if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt) {
+      // Its interrupt stops whatever runs (A1111, SwarmUI): only when this job is the only one that
+      // may be running; otherwise the release's drain waits for the tenant's own work to end.
+      if (reached && outcome !== "completed" && outcome !== "failed" && image.interrupt && inFlight.get(image) === 1) {
         await image.interrupt({ signal: AbortSignal.timeout(settings.probeTimeoutMs) }).catch(() => {});
       }
-      // The tenant may have begun the job: the session's end owes its release.
-      if (reached) ticket?.accepted();
+      // It may have run: the session's end owes the release (a retry's refused attempt does not).
+      if (reached) owes.add(image);
+      reach(false);
       const gpuReleased = await giveBack();
       if (!everHeld) emit({ phase: "left", jobId });
       else emit({ phase: "released", jobId, promptId, outcome, heldMs: performance.now() - acquiredAt, gpuReleased, reason });
@@ -95,7 +112,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
       throw req.signal.reason;
     }
     // From here the attempt may reach the tenant; a retry (onRetry) says it did not.
-    reached = true;
+    reach(true);
     // Held until the answer ends (below), not per attempt.
     return { release() {} };
   };
@@ -111,7 +128,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     retry: settings.retry,
     acquire,
     onRetry: (n) => {
-      reached = false;
+      reach(false);
       void giveBack();
       emit({ phase: "retrying", jobId, ...n });
     },
@@ -147,6 +164,7 @@ async function prepare(jobId: number, d: SyncJobDeps): Promise<void> {
   }
   if (d.image.restore && released.has(d.image)) {
     released.delete(d.image);
+    owes.add(d.image);
     await d.image.restore({ signal: AbortSignal.timeout(d.settings.freeTimeoutMs) }).catch(() => {});
   }
 }
@@ -156,5 +174,6 @@ async function releaseImage(jobId: number, promptId: string, d: SyncJobDeps): Pr
   const s = d.settings;
   const r = await handOver(d.image, { timeoutMs: s.freeTimeoutMs, pollMs: s.freePollIntervalMs, callTimeoutMs: s.probeTimeoutMs, drainTimeoutMs: s.jobTimeoutMs });
   released.add(d.image);
+  owes.delete(d.image);
   d.emit({ phase: "freed", jobId, promptId, durationMs: r.durationMs, vramAfter: r.vramAfter, released: r.released, error: r.error, lied: r.lied });
 }

@@ -34,6 +34,8 @@ export interface FakeImageServer {
   genMs: number;
   /** Whether a /gen is running now. */
   generating: boolean;
+  /** How long a /reload (the restore: the checkpoint back on the card) takes. */
+  reloadMs: number;
 }
 
 export function startFakeServers(): FakeServers {
@@ -43,7 +45,8 @@ export function startFakeServers(): FakeServers {
   let imageHold: Hold | undefined;
   let stopGen: (() => void) | undefined;
   const llmState: FakeLlmServer = { url: "", ownRunning: 0, sleptWithRunning: [], asleep: false };
-  const imageState: FakeImageServer = { url: "", lie: false, genMs: 50, generating: false };
+  const imageState: FakeImageServer = { url: "", lie: false, genMs: 50, generating: false, reloadMs: 0 };
+  let gens = 0;
 
   const llm = Bun.serve({
     port: 0,
@@ -88,17 +91,25 @@ export function startFakeServers(): FakeServers {
       switch (`${req.method} ${path}`) {
         case "POST /gen": {
           imageHold ??= gpu.acquire("comfy", "fake-checkpoint", 4 << 30);
+          gens++;
           imageState.generating = true;
           await new Promise<void>((resolve) => {
-            stopGen = resolve;
+            const stopped = stopGen;
+            // Its interrupt stops whatever runs, as A1111's does: every generation in flight.
+            stopGen = () => (stopped?.(), resolve());
             if (Number.isFinite(imageState.genMs)) setTimeout(resolve, imageState.genMs);
             req.signal.addEventListener("abort", () => resolve());
           });
-          imageState.generating = false;
+          imageState.generating = --gens > 0;
+          if (gens === 0) stopGen = undefined;
           return Response.json({ images: ["aGk="] });
         }
         case "POST /interrupt":
           stopGen?.();
+          return Response.json({});
+        case "POST /reload":
+          await new Promise((r) => setTimeout(r, imageState.reloadMs));
+          imageHold ??= gpu.acquire("comfy", "fake-checkpoint", 4 << 30);
           return Response.json({});
         case "POST /unload":
           if (!imageState.lie && imageHold) {
@@ -172,6 +183,7 @@ export class FakeImageTenant implements ImageTenant {
   readonly label = "FakeImage";
   constructor(readonly base: URL) {}
   classify(method: string, path: string): WorkClass {
+    if (method === "GET" && path === "/gen-ws") return "image-sync"; // a generation over a websocket (SwarmUI's GenerateText2ImageWS)
     return method === "POST" && path === "/gen" ? "image-sync" : "pass";
   }
   async release(o: CallOptions): Promise<ReleaseCall> {
@@ -194,5 +206,8 @@ export class FakeImageTenant implements ImageTenant {
   }
   async interrupt(o: CallOptions): Promise<void> {
     await call(this.base, "POST", "/interrupt", o);
+  }
+  async restore(o: CallOptions): Promise<void> {
+    await call(this.base, "POST", "/reload", o);
   }
 }

@@ -44,9 +44,11 @@ describe("the synchronous image job", () => {
     await until(() => fakes.image.generating, "the generation started");
     expect(tt.lock.state).toBe("image");
     // Sleep, then the proof, then the job: never the job first.
-    expect(index("llm POST /sleep")).toBeGreaterThanOrEqual(0);
-    expect(index("llm POST /sleep")).toBeLessThan(index("llm GET /is_sleeping"));
-    expect(index("llm GET /is_sleeping")).toBeLessThan(index("image POST /gen"));
+    const slept = index("llm POST /sleep");
+    const proof = fakes.calls.indexOf("llm GET /is_sleeping", slept);
+    expect(slept).toBeGreaterThanOrEqual(0);
+    expect(proof).toBeGreaterThan(slept);
+    expect(proof).toBeLessThan(index("image POST /gen"));
     const res = await answer;
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ images: ["aGk="] });
@@ -55,7 +57,14 @@ describe("the synchronous image job", () => {
     expect(index("image POST /unload")).toBeGreaterThan(index("image POST /gen"));
     expect(fakes.gpu.holding("comfy")).toBe(false);
     expect(fakes.gpu.overlaps()).toEqual([]);
-    expect(tt.logLines.some((l) => l.includes("image job 1 completed; GPU released") || /image job \d+ completed; GPU released/.test(l))).toBe(true);
+    // The log names the servers the sides are, not Ollama and ComfyUI.
+    const log = tt.logLines.join("\n");
+    expect(log).toMatch(/image job \d+ completed; GPU released/);
+    expect(log).toMatch(/image job \d+: FakeLLM empty/);
+    expect(log).toMatch(/image job \d+: FakeImage memory released/);
+    expect(log).toContain("FakeLLM (LLM side) is up");
+    expect(log).toContain("FakeImage (image side) is up");
+    expect(log).not.toMatch(/Ollama|ComfyUI/);
   });
 
   test("an LLM request waits while the job runs, and the LLM side is woken before it is sent", async () => {
@@ -134,6 +143,71 @@ describe("the synchronous image job", () => {
     expect(fakes.gpu.holding("comfy")).toBe(false);
     expect(tt.lock.state).toBe("idle");
   });
+});
+
+describe("the image side's restore and interrupt", () => {
+  test("a restore that ran is released even when the job that opened the session left before it was sent", async () => {
+    const tt = start();
+    await tt.probed;
+    expect((await gen(tt)).status).toBe(200);
+    await tt.settled();
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+    // The next session restores the checkpoint first (slowly), and its only client leaves meanwhile.
+    fakes.image.reloadMs = 200;
+    const ac = new AbortController();
+    const answer = gen(tt, ac.signal).catch((e: unknown) => e);
+    await until(() => fakes.calls.includes("image POST /reload"), "the restore began");
+    ac.abort();
+    await answer;
+    await until(() => fakes.calls.filter((c) => c === "image POST /unload").length === 2, "the restored checkpoint released");
+    await tt.settled();
+    expect(fakes.calls.filter((c) => c === "image POST /gen").length).toBe(1);
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+    // The card is free for the LLM side, and nothing of the image side overlaps it.
+    expect((await chat(tt)).status).toBe(200);
+    expect(fakes.gpu.overlaps()).toEqual([]);
+  });
+
+  test("a client that leaves while another job of its session runs does not interrupt that job", async () => {
+    const tt = start();
+    await tt.probed;
+    fakes.image.genMs = 300;
+    const ac = new AbortController();
+    const first = gen(tt);
+    await until(() => fakes.image.generating, "the first generation started");
+    const second = gen(tt, ac.signal).catch((e: unknown) => e);
+    await until(() => fakes.calls.filter((c) => c === "image POST /gen").length === 2, "the second joined and was sent");
+    ac.abort();
+    await second;
+    const res = await first;
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ images: ["aGk="] });
+    await tt.settled();
+    expect(fakes.calls).not.toContain("image POST /interrupt");
+    expect(fakes.gpu.holding("comfy")).toBe(false);
+  });
+});
+
+test("a websocket its tenant counts as GPU work is refused, not relayed without the lock", async () => {
+  const tt = start();
+  await tt.probed;
+  const upgrade = { upgrade: "websocket", connection: "Upgrade", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" };
+  const res = await fetch(`${tt.comfyUrl}/gen-ws`, { headers: upgrade });
+  expect(res.status).toBe(403);
+  expect(await res.text()).toContain("runs GPU work over a websocket");
+  expect(fakes.calls).not.toContain("image GET /gen-ws");
+  // Any other websocket is relayed as before (the fake has none: the upstream's own 404 comes back).
+  expect((await fetch(`${tt.comfyUrl}/ws`, { headers: upgrade })).status).not.toBe(403);
+  expect(fakes.calls).toContain("image GET /ws");
+});
+
+test("the status shows what another LLM kind holds, from its resident()", async () => {
+  // Loaded before the turnstile starts (a client that went to the server directly).
+  await fetch(`${fakes.llm.url}/v1/chat/completions`, { method: "POST", body: "{}" });
+  const tt = start();
+  await tt.probed;
+  await until(() => tt.status.card().models !== null, "the first read of the LLM side's residents");
+  expect(tt.status.card().models).toEqual([{ name: "fake-llm", size: 0, size_vram: 0, expires_at: null }]);
 });
 
 describe("a release answered as done that keeps the memory", () => {

@@ -63,6 +63,12 @@ describe("handOver", () => {
     expect(r.error).toContain("/models unreadable: timeout");
   });
 
+  test("a last reading cut short does not hide a lie the readings before it showed", async () => {
+    const { t } = tenant({ reports: [{ held: true, vramBytes: 7 }, { held: true, unreadable: "timed out" }] });
+    const r = await handOver(t, BOUND);
+    expect(r).toMatchObject({ released: false, lied: true, vramAfter: 7 });
+  });
+
   test("a refused release is not a lie either", async () => {
     const { t } = tenant({ accepted: false, reports: [{ held: true }] });
     const r = await handOver(t, BOUND);
