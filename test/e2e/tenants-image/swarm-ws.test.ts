@@ -1,9 +1,8 @@
 /**
  * SwarmUI's own page generates over a websocket (GET /API/GenerateText2ImageWS): the socket's
- * life is the job. The turnstile relays websocket upgrades before any classification and without
- * the lock (proxy/listener.ts), so such a generation through the turnstile runs beside a loaded
- * LLM. Marked `failing` until the upgrade path takes the image slot for a route the image driver
- * classifies "image-sync" (or refuses it): the day it is fixed, this test says so by failing.
+ * life is the job. The turnstile cannot hold the card for a relayed socket, so it refuses that
+ * upgrade (403, saying why) rather than let the generation run beside a loaded LLM; the HTTP
+ * route (/API/GenerateText2Image) is the way through it.
  */
 import { afterEach, expect, test } from "bun:test";
 import { SimGpu } from "../../../src/sim/gpu.ts";
@@ -20,7 +19,7 @@ afterEach(async () => {
   await Promise.all([r.ollama.stop(), r.swarm.stop()]);
 });
 
-test.failing("a generation over GenerateText2ImageWS through the turnstile never shares the card with a loaded LLM", async () => {
+test("a generation over GenerateText2ImageWS through the turnstile is refused, never run beside a loaded LLM", async () => {
   const gpu = new SimGpu();
   const ollama = await startOllamaSim({ gpu, loadMs: 10, unloadMs: 10, tokenDelayMs: 1, tokens: 2 });
   const swarm = await startSwarmSim({ gpu, jobMs: 50, loadMs: 10, unloadMs: 10 });
@@ -28,14 +27,13 @@ test.failing("a generation over GenerateText2ImageWS through the turnstile never
   rig = { ollama, swarm, t };
   await fetch(`${t.ollamaUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }], stream: false }) });
   expect(gpu.holding("ollama")).toBe(true);
-  const { session_id } = (await (await fetch(`${t.comfyUrl}/API/GetNewSession`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json()) as { session_id: string };
-  const ws = new WebSocket(`${t.comfyUrl.replace("http", "ws")}/API/GenerateText2ImageWS`);
-  const closed = new Promise<void>((resolve) => {
-    ws.onclose = () => resolve();
-  });
-  await new Promise((r) => (ws.onopen = r));
-  ws.send(JSON.stringify({ session_id, prompt: "x", model: "OfficialStableDiffusion/sd_xl_base_1.0", images: 1 }));
-  await closed;
-  expect(swarm.generations()).toBe(1);
+  // The upgrade as a browser sends it, in SwarmUI's own letter case and another.
+  for (const path of ["/API/GenerateText2ImageWS", "/api/generatetext2imagews"]) {
+    const res = await fetch(`${t.comfyUrl}${path}`, { headers: { upgrade: "websocket", connection: "Upgrade", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" } });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain("websocket");
+  }
+  expect(swarm.calls.filter((c) => c.path.toLowerCase() === "/api/generatetext2imagews")).toEqual([]);
+  expect(swarm.generations()).toBe(0);
   expect(gpu.overlaps()).toEqual([]);
 });
