@@ -10,7 +10,9 @@
  *   caching allocator holds on the card, cache included). Released = at most RELEASED_MAX_BYTES.
  *   Not `cuda.system`: that is the whole card, the LLM tenant's memory included. A CUDA context of
  *   a few hundred MiB stays whatever torch says; no API call frees it short of ending the process.
- *   `cuda: {"error": "unavailable"}` is a torch without CUDA: it holds nothing on the card.
+ *   `cuda: {"error": "unavailable"}` is a torch without CUDA, which is not proof of an empty card:
+ *   the DirectML forks for AMD cards on Windows use the GPU without it. No figure, no proof: the
+ *   reading counts as unreadable and the card is held up to FREE_TIMEOUT, saying why.
  * - Forge answers unload-checkpoint with 200 and keeps VRAM full (#738): verify keeps saying held,
  *   hand-over.ts holds the card up to FREE_TIMEOUT and returns the "lied" verdict.
  * - Busy: /sdapi/v1/progress `state.job_count` (shared.state, so it sees generations started from
@@ -39,13 +41,13 @@ export const A1111_GPU_PATHS: ReadonlySet<string> = new Set([
   "/sdapi/v1/train/hypernetwork",
 ]);
 
-/** The parts of /sdapi/v1/memory's `cuda` section verify reads; undefined when it is not that shape. */
-export function cudaReserved(body: unknown): { reserved: number; noCuda?: string } | undefined {
-  if (!isRecord(body) || !isRecord(body.cuda)) return undefined;
+/** torch's `cuda.reserved.current` from /sdapi/v1/memory, or why there is none. */
+export function cudaReserved(body: unknown): number | string {
+  if (!isRecord(body) || !isRecord(body.cuda)) return "/sdapi/v1/memory has no cuda section";
   const cuda = body.cuda;
-  if (typeof cuda.error === "string") return cuda.error === "unavailable" ? { reserved: 0, noCuda: cuda.error } : undefined;
+  if (typeof cuda.error === "string") return `/sdapi/v1/memory reports no CUDA figures (${cuda.error}): a release cannot be proven`;
   const reserved = isRecord(cuda.reserved) ? cuda.reserved.current : undefined;
-  return typeof reserved === "number" && Number.isFinite(reserved) && reserved >= 0 ? { reserved } : undefined;
+  return typeof reserved === "number" && Number.isFinite(reserved) && reserved >= 0 ? reserved : "/sdapi/v1/memory has no cuda.reserved figure";
 }
 
 export class A1111Tenant implements ImageTenant {
@@ -90,9 +92,9 @@ export class A1111Tenant implements ImageTenant {
       if (this.local && isConnectionRefused(err)) return { held: false, notRunning: describeFetchError(err) };
       return { held: true, unreadable: `/sdapi/v1/memory unreadable: ${describeFetchError(err)}` };
     }
-    const m = cudaReserved(body);
-    if (!m) return { held: true, unreadable: "/sdapi/v1/memory has no cuda.reserved figure" };
-    return { held: m.reserved > RELEASED_MAX_BYTES, vramBytes: m.reserved };
+    const reserved = cudaReserved(body);
+    if (typeof reserved === "string") return { held: true, unreadable: reserved };
+    return { held: reserved > RELEASED_MAX_BYTES, vramBytes: reserved };
   }
 
   async busy(o: CallOptions): Promise<number> {
@@ -115,11 +117,11 @@ export class A1111Tenant implements ImageTenant {
 
   async resident(o: CallOptions): Promise<Resident[]> {
     const [memory, options] = await Promise.all([this.call("/sdapi/v1/memory", o), this.call("/sdapi/v1/options", o).catch(() => undefined)]);
-    const m = cudaReserved(memory);
-    if (!m) throw new Error("/sdapi/v1/memory has no cuda.reserved figure");
-    if (m.reserved <= RELEASED_MAX_BYTES) return [];
+    const reserved = cudaReserved(memory);
+    if (typeof reserved === "string") throw new Error(reserved);
+    if (reserved <= RELEASED_MAX_BYTES) return [];
     const name = isRecord(options) && typeof options.sd_model_checkpoint === "string" ? options.sd_model_checkpoint : "";
-    return [{ name, state: "loaded", vramBytes: m.reserved }];
+    return [{ name, state: "loaded", vramBytes: reserved }];
   }
 
   async probe(timeoutMs: number): Promise<string> {

@@ -115,11 +115,20 @@ describe("a1111 driver", () => {
     expect(await driver.verify(call())).toMatchObject({ held: false, notRunning: expect.any(String) });
   });
 
-  test("cudaReserved: torch without CUDA holds nothing; a missing figure is no reading", () => {
-    expect(cudaReserved({ ram: {}, cuda: { error: "unavailable" } })).toEqual({ reserved: 0, noCuda: "unavailable" });
-    expect(cudaReserved({ ram: {}, cuda: { error: "CUDA driver error" } })).toBeUndefined();
-    expect(cudaReserved({ cuda: { reserved: { current: RELEASED_MAX_BYTES } } })).toEqual({ reserved: RELEASED_MAX_BYTES });
-    expect(cudaReserved({ cuda: { system: { used: 1 } } })).toBeUndefined();
+  test("cudaReserved: only torch's own reserved figure proves anything; no CUDA (DirectML, CPU) is no proof", () => {
+    expect(cudaReserved({ ram: {}, cuda: { error: "unavailable" } })).toContain("cannot be proven");
+    expect(cudaReserved({ ram: {}, cuda: { error: "CUDA driver error" } })).toContain("CUDA driver error");
+    expect(cudaReserved({ cuda: { reserved: { current: RELEASED_MAX_BYTES } } })).toBe(RELEASED_MAX_BYTES);
+    expect(cudaReserved({ cuda: { system: { used: 1 } } })).toBe("/sdapi/v1/memory has no cuda.reserved figure");
+  });
+
+  test("an A1111 without CUDA figures (DirectML) is never taken as released: held to the bound, not called a lie", async () => {
+    const { sim, driver } = await setup();
+    sim.override("GET", "/sdapi/v1/memory", () => Response.json({ ram: { free: 1, used: 1, total: 2 }, cuda: { error: "unavailable" } }));
+    const v = await handOver(driver, { ...BOUND, timeoutMs: 150 });
+    expect(v.released).toBe(false);
+    expect(v.lied).toBeUndefined();
+    expect(v.error).toContain("cannot be proven");
   });
 });
 
