@@ -5,6 +5,7 @@
  */
 import { hostname, networkInterfaces } from "node:os";
 import { redactUrl } from "./config/redact.ts";
+import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
@@ -19,19 +20,23 @@ import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import type { OllamaClient } from "./ollama/client.ts";
-import { noGpuReason } from "./ollama/gpu-free.ts";
+import { noGpuRule } from "./ollama/no-gpu-rule.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
+import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
+import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
+import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
+import { parseTrustedProxies } from "./status/auth.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
@@ -205,6 +210,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // What the LLM side holds, for the status page: Ollama's /api/ps (onPs hears it), another kind's resident().
   const readLlm = ollama ? () => ollama.look(config.probeTimeoutMs) : tenants.llm && residentsReader(tenants.llm, config.probeTimeoutMs, (m) => status.onModels(m));
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
+  // Said when first seen (at start) and if ComfyUI comes back on another kind of device.
+  if (comfy) {
+    comfy.onSharedMemory = (device) =>
+      device
+        ? log.notice(`ComfyUI runs on ${device}: its memory is the system's, so its release after /free is not measured; the card is handed on once /free is answered and ComfyUI's queue is empty`, { device })
+        : log.notice("ComfyUI runs on a card with memory of its own: its release after /free is measured again");
+  }
   // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
   const cardRefresh = new CardRefresh({
     read: () => Promise.allSettled([readLlm?.(), comfy?.systemStats(config.probeTimeoutMs)]),
@@ -281,12 +293,16 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       model: status,
       hub,
       adminToken: config.adminToken,
+      trustedProxies: parseTrustedProxies(config.trustedProxies),
       steering,
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
       machineHost: steeringHost(config.allowedHosts),
     }),
     llmTracker: status,
+    inflater: new ZstdInflater(INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, {
+      full: (r) => log.warn("zstd request bodies wait for their turn to be inflated: the inflate budget is spoken for", { waiting: r.waiting, budget_bytes: r.budgetBytes }),
+    }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
   const readyzDeps: ReadyzDeps = {
     lock: () => lock.snapshot(),
@@ -324,6 +340,18 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
+  const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
+  const live =
+    comfy &&
+    new ComfyLiveSocket({
+      base: comfy.base,
+      onNews: hear,
+      connectTimeoutMs: config.probeTimeoutMs,
+      backoffInitialMs: config.backoffInitialMs,
+      backoffMaxMs: config.backoffMaxMs,
+      onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
+    });
   const sessions = new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
     timeoutMs: config.freeTimeoutMs,
     onCut: (n) => {
@@ -346,6 +374,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
+  const sweeps: (() => void)[] = [];
   let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
@@ -367,15 +396,27 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
-      observeWs: name === "comfy" ? (clientId, frame) => status.onComfyFrame(clientId, frame) : undefined,
+      observeWs:
+        name === "comfy"
+          ? (clientId, frame) => {
+              status.onComfyFrame(clientId, frame);
+              hear(comfyNews(frame));
+            }
+          : undefined,
       onWebsocket: (r) => {
         metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
         else log.info(`websocket ${r.path} relayed`);
       },
+      onWsOverflow: (r) => log.warn(`websocket ${r.path} closed (1008): the client did not read what ComfyUI sent it (more than ${WS_CLIENT_BACKLOG_BYTES >> 20} MiB waiting)`, { backlog_bytes: r.backlogBytes }),
     }));
     serving = server;
     servers.push({ name, server });
+    sweeps.push(
+      sweepIdleConnections(server, server.activity, config.clientIdleTimeoutMs, (n) =>
+        log.info(`${name} listener closed ${n} client connection(s) idle for up to CLIENT_IDLE_TIMEOUT (${formatDuration(config.clientIdleTimeoutMs)})`, { closed: n }),
+      ),
+    );
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
@@ -389,8 +430,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
-    const noGpu = ollama && ((path: string, body: Uint8Array, scanned: string | undefined) => noGpuReason(path, body, scanned, ollama.abilities));
-    const llmSide = { watchLlmBody, noGpu, classify: side.classifyLlm, restored: side.restored };
+    const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
+    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored };
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, llmSide);
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = tenants.image ? () => sessions.joinNested() : undefined;
@@ -408,6 +449,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
+    live?.stop();
+    for (const stop of sweeps) stop();
     throw err;
   }
 
@@ -448,7 +491,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const kept = leaseFile?.load();
     if (kept) await steering.restore(kept);
   };
-  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, log, probeTimeoutMs: config.probeTimeoutMs })
+  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, other: side.pickUpAtStart, log, probeTimeoutMs: config.probeTimeoutMs })
     .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
     .finally(() => {
       starting = false;
@@ -478,9 +521,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      live?.stop();
       steering.stop();
       agent?.stop(true);
       hub.closeAll();
+      for (const stop of sweeps) stop();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }

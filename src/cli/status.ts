@@ -117,6 +117,7 @@ function llmLines(doc: StatusDoc): string[] {
 /** ComfyUI's memory as /system_stats last said (ComfyMemory in src/status/card.ts). */
 function comfyMemoryLines(mem: StatusDoc["comfy_memory"]): string[] {
   if (!mem) return [];
+  if (mem.shared) return [`comfy memory: shared with the system (${mem.shared}: not measured)`];
   return [`comfy memory: ${gib(mem.used)} of ${gib(mem.total)} in use (torch ${gib(mem.torch_reserved)})`];
 }
 

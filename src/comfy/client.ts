@@ -4,6 +4,7 @@
  * afterwards, so "freed" is decided by /system_stats, never by /free's answer.
  */
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
+import { deviceMemory } from "./device-memory.ts";
 
 /** How ComfyUI says a job ended: an interrupted or cancelled one is `cancelled` (C8's mapping). */
 export type JobEnd = "success" | "error" | "cancelled";
@@ -48,6 +49,13 @@ export class ComfyClient {
    * then lets any Origin through, so the turnstile does not apply ComfyUI's cross-site rule either.
    */
   corsEnabled = false;
+  /**
+   * Told the device type when a /system_stats read first shows ComfyUI's memory is the system's
+   * (cpu, mps, DirectML), and `undefined` when a later read shows a card of its own again.
+   */
+  onSharedMemory: ((device: string | undefined) => void) | undefined;
+  /** The last read's shared-memory device (device-memory.ts); null before the first read. */
+  #shared: string | undefined | null = null;
 
   constructor(
     readonly base: URL,
@@ -141,20 +149,25 @@ export class ComfyClient {
     if (status !== 200) throw new UpstreamHttpError(status, text, "POST /free");
   }
 
-  /** `/system_stats` (C4): ComfyUI's version and the bytes PyTorch holds reserved across all devices. */
-  async systemStats(timeoutMs = this.callTimeoutMs): Promise<{ version: string; torchReserved: number }> {
+  /**
+   * `/system_stats` (C4): ComfyUI's version and the bytes PyTorch holds reserved on the card.
+   * `shared` names the device when its memory is the system's (R1): `torchReserved` is then 0,
+   * as nothing of the card's is held.
+   */
+  async systemStats(timeoutMs = this.callTimeoutMs): Promise<{ version: string; torchReserved: number; shared: string | undefined }> {
     const { status, text } = await callJson(this.base, "/system_stats", { timeoutMs });
     if (status !== 200) throw new UpstreamHttpError(status, text, "GET /system_stats");
     const body = parseJson(text);
     this.onStats?.(body);
     const system = isRecord(body) && isRecord(body.system) ? body.system : {};
-    const devices = isRecord(body) && Array.isArray(body.devices) ? body.devices : [];
-    let torchReserved = 0;
-    for (const d of devices) if (isRecord(d) && typeof d.torch_vram_total === "number") torchReserved += d.torch_vram_total;
+    const { torchReserved, shared } = deviceMemory(body);
+    if (shared !== this.#shared && (this.#shared !== null || shared !== undefined)) this.onSharedMemory?.(shared);
+    this.#shared = shared;
     if (Array.isArray(system.argv)) this.corsEnabled = system.argv.some((a) => typeof a === "string" && a.startsWith("--enable-cors-header"));
-    return { version: String(system.comfyui_version ?? "unknown"), torchReserved };
+    return { version: String(system.comfyui_version ?? "unknown"), torchReserved, shared };
   }
 
+  /** What PyTorch holds on the card; 0 where ComfyUI's memory is the system's (nothing to wait for). */
   async torchReserved(timeoutMs = this.callTimeoutMs): Promise<number> {
     return (await this.systemStats(timeoutMs)).torchReserved;
   }

@@ -47,6 +47,8 @@ export type ImageJobEvent =
       durationMs: number;
       vramBefore?: number;
       vramAfter?: number;
+      /** ComfyUI's device when its memory is the system's (cpu, mps, DirectML): released once /free is answered and its queue is empty. */
+      shared?: string;
       released: boolean;
       error?: string;
       /** The tenant answered the release as done and its own report still showed the memory held (tenants/hand-over.ts). */

@@ -108,7 +108,8 @@ export function placeOf(q: QueueView, promptId: string): Place {
  * has shown it has no jobs API.
  */
 async function sight(comfy: ComfyClient, promptId: string, opts: FollowOptions, since: number, jobsApi: { on: boolean }): Promise<Sighting> {
-  const notBefore = Math.max(since, performance.now() - opts.pollMs / 2);
+  // Never a read from before ComfyUI announced a change: it would not show the change.
+  const notBefore = Math.max(since, performance.now() - opts.pollMs / 2, opts.nudges?.announcedAt(promptId) ?? 0);
   const readQueue = () => (opts.queue ? opts.queue.read(notBefore) : comfy.queue().catch(() => undefined));
   if (jobsApi.on) {
     const job = await comfy.job(promptId).catch(() => undefined);

@@ -189,8 +189,10 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics, names: { llm
           free_ms: msField(e.durationMs),
           vram_before_bytes: e.vramBefore,
           vram_after_bytes: e.vramAfter,
+          device: e.shared,
         };
-        if (e.released) log.info(`image job ${e.jobId}: ${image} memory released`, fields);
+        if (e.released && e.shared) log.info(`image job ${e.jobId}: ${image} freed (its memory is the system's: /free answered, queue empty)`, fields);
+        else if (e.released) log.info(`image job ${e.jobId}: ${image} memory released`, fields);
         else if (e.lied) {
           // Said once at warn (an operator reads it once): every image turn's end then waits FREE_TIMEOUT.
           const line = `image job ${e.jobId}: the image server answered its release as done but kept the memory; the card was held up to FREE_TIMEOUT and handed on`;

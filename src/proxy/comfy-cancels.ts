@@ -17,6 +17,8 @@ export interface PassWatch {
   body(bytes: Uint8Array): void;
   /** ComfyUI answered with this status. */
   answered(status: number): void;
+  /** The answer's body ended (or its client went away). */
+  ended?(): void;
 }
 
 const JOB_CANCEL = /^\/api\/jobs\/([^/]+)\/cancel$/;

@@ -10,11 +10,12 @@ import type { RequestTarget, RetryPolicy } from "../http/forward.ts";
 import type { JobListener } from "../jobs/events.ts";
 import type { ImageSessions } from "../jobs/session.ts";
 import type { JobTracker } from "../jobs/tracker.ts";
+import type { StartLog } from "../jobs/start-read.ts";
 import type { LockEvent } from "../lock/index.ts";
 import { handOver } from "./hand-over.ts";
 import type { Tenants } from "./pick.ts";
 import { RestoreGate } from "./restore-gate.ts";
-import { handleSyncJob, type SyncJobDeps } from "./sync-job.ts";
+import { handleSyncJob, pickUpSyncAtStart, type SyncJobDeps } from "./sync-job.ts";
 import type { LlmTenant, Released, WorkClass } from "./types.ts";
 import { ComfyTenant } from "./comfyui.ts";
 import { OllamaTenant } from "./ollama.ts";
@@ -32,7 +33,7 @@ export interface TenantSideDeps {
   tracker: JobTracker;
   emit: JobListener;
   retry: RetryPolicy;
-  log: { info(msg: string, fields?: Record<string, unknown>): void; warn(msg: string, fields?: Record<string, unknown>): void };
+  log: StartLog & { info(msg: string, fields?: Record<string, unknown>): void };
   /** Wakes ComfyUI job followers on a client's cancel (proxy/comfy-cancels.ts). */
   nudges: Nudges;
 }
@@ -47,6 +48,8 @@ export interface TenantSide {
   restored?: () => Promise<void> | undefined;
   /** The sides whose server is not the default kind, by upstream name, for the log's words. */
   otherKinds: { ollama?: string; comfy?: string };
+  /** At start: what an image side other than ComfyUI is doing, picked up (tenants/sync-job.ts). */
+  pickUpAtStart?: () => Promise<void>;
   /** ComfyUI's asynchronous jobs (jobs/image-job.ts), when IMAGE_KIND is comfyui. */
   imageJob?: ImageJobDeps;
 }
@@ -75,6 +78,7 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
       settings: { jobTimeoutMs: c.jobTimeoutMs, freeTimeoutMs: c.freeTimeoutMs, freePollIntervalMs: c.freePollIntervalMs, probeTimeoutMs: c.probeTimeoutMs, retry: d.retry },
     };
     side.syncJob = (req, url, clientIp) => handleSyncJob(req, url, clientIp, deps);
+    if (!(image instanceof ComfyTenant)) side.pickUpAtStart = () => pickUpSyncAtStart(deps, d.log);
   }
   if (image instanceof ComfyTenant) side.imageJob = comfyJobs(image.client, d, releaseLlm);
   if (llm?.restore) {

@@ -17,6 +17,7 @@ import type { JobListener, JobOutcome } from "../jobs/events.ts";
 import { takeJobId } from "../jobs/image-job.ts";
 import type { ImageSessions, SessionTicket } from "../jobs/session.ts";
 import type { JobTracker } from "../jobs/tracker.ts";
+import type { StartLog } from "../jobs/start-read.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { handOver } from "./hand-over.ts";
 import type { ImageTenant, Released } from "./types.ts";
@@ -176,4 +177,38 @@ async function releaseImage(jobId: number, promptId: string, d: SyncJobDeps): Pr
   released.add(d.image);
   owes.delete(d.image);
   d.emit({ phase: "freed", jobId, promptId, durationMs: r.durationMs, vramAfter: r.vramAfter, released: r.released, error: r.error, lied: r.lied });
+}
+
+/** Never aborts: no client waits on work picked up at start. */
+const NOBODY = new AbortController().signal;
+
+/**
+ * At start (SPEC "Restarts"): an image side that still generates (the turnstile restarted
+ * mid-job) or holds memory with nothing running keeps the card — the LLM side emptied first —
+ * until its own work has ended (JOB_TIMEOUT) and it is released, before the first LLM request.
+ * The lock is taken before this returns; one that cannot be read is taken as not running.
+ */
+export async function pickUpSyncAtStart(d: SyncJobDeps, log: StartLog): Promise<void> {
+  const { image } = d;
+  const o = () => ({ signal: AbortSignal.timeout(d.settings.probeTimeoutMs) });
+  let busy = 0;
+  let held: boolean;
+  try {
+    busy = (await image.busy?.(o())) ?? 0;
+    const h = await image.verify(o());
+    held = h.held && !h.unreadable && !h.notRunning;
+  } catch (err) {
+    return log.warn(`${image.label} could not be read at start: starting idle`, { reason: describeFetchError(err) });
+  }
+  if (busy === 0 && !held) return log.debug(`${image.label} idle at start`);
+  log.notice(`${image.label} ${busy > 0 ? `runs ${busy} job(s)` : "holds memory with nothing running"} at start: the GPU stays image until it is released`);
+  const jobId = takeJobId();
+  owes.add(image);
+  const entered = d.sessions.enter(NOBODY, () => prepare(jobId, d));
+  void d.tracker.run({ jobId, since: Date.now() }, async () => {
+    const ticket = await entered;
+    await ticket.ready();
+    ticket.accepted();
+    await ticket.leave(() => releaseImage(jobId, "picked up at start", d));
+  });
 }

@@ -139,6 +139,10 @@ test("status shows every job with its queue time apart from its run, every waite
   expect(text).toContain("waiting: chat 9 behind image job 2, for 3.0s, estimate 12s, from 10.0.0.5");
   expect(text).toContain("ollama models (as /api/ps said 1.0s ago):\n  model            size     processor        until\n  llama3.2:latest  4.0 GiB  25%/75% CPU/GPU  4m00s from now\n");
   expect(text).toContain("comfy memory: 6.0 GiB of 24.0 GiB in use (torch 5.0 GiB)");
+  // A ComfyUI on cpu/mps reports the machine's RAM: shown as shared, not as 23.5 GiB "in use" (issue 27).
+  const shared = renderStatus({ ...doc, comfy_memory: { used: 2 * 2 ** 30, total: 23.5 * 2 ** 30, torch_reserved: 23.5 * 2 ** 30, shared: "mps", at: now } } as StatusDoc);
+  expect(shared).toContain("comfy memory: shared with the system (mps: not measured)");
+  expect(shared).not.toContain("in use");
 });
 
 test("the config's ADMIN_TOKEN goes only to its own instance: loopback, its listen address or an ALLOWED_HOSTS name, never another --url", () => {

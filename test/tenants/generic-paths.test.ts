@@ -201,6 +201,26 @@ test("a websocket its tenant counts as GPU work is refused, not relayed without 
   expect(fakes.calls).toContain("image GET /ws");
 });
 
+test("a generation running when the turnstile starts keeps the card until it ends and is released", async () => {
+  // The LLM side holds a model and the image side generates for a client that went to it directly.
+  await fetch(`${fakes.llm.url}/v1/chat/completions`, { method: "POST", body: "{}" });
+  fakes.image.genMs = 300;
+  const direct = fetch(`${fakes.image.url}/gen`, { method: "POST", body: "{}" });
+  await until(() => fakes.image.generating, "the direct generation started");
+  const started = fakes.gpu.now();
+  const tt = start();
+  await tt.probed;
+  expect(tt.lock.state).toBe("image");
+  const c = await chat(tt);
+  expect(c.status).toBe(200);
+  expect((await direct).status).toBe(200);
+  // The chat went after the generation ended and the image side was released.
+  expect(fakes.calls.lastIndexOf("llm POST /v1/chat/completions")).toBeGreaterThan(index("image POST /unload"));
+  // The overlap the direct clients made was ended by the start's hand-over; the turnstile made none.
+  expect(fakes.gpu.overlaps().filter((o) => o.to === null || o.from >= started)).toEqual([]);
+  expect(tt.logLines.join("\n")).toContain("FakeImage runs 1 job(s) at start: the GPU stays image until it is released");
+});
+
 test("the status shows what another LLM kind holds, from its resident()", async () => {
   // Loaded before the turnstile starts (a client that went to the server directly).
   await fetch(`${fakes.llm.url}/v1/chat/completions`, { method: "POST", body: "{}" });

@@ -2,8 +2,6 @@
  * A1111 loads its default checkpoint when it starts, and SwarmUI's backends keep the model of their
  * last picture: when the turnstile starts, the image side may already hold the card. The first LLM
  * turn must not load beside it: the image side is handed over (released, proven) first.
- * Marked `failing` until the start (or the first LLM turn) hands the image side over for these
- * kinds, as jobs/start-read.ts does for ComfyUI (asked of tenants-core): then flip to test().
  */
 import { afterEach, expect, test } from "bun:test";
 import { SimGpu } from "../../../src/sim/gpu.ts";
@@ -21,7 +19,7 @@ afterEach(async () => {
 });
 
 for (const kind of ["a1111", "swarmui"] as const) {
-  test.failing(`IMAGE_KIND=${kind}: memory the image side held before the turnstile started is released before the first chat loads`, async () => {
+  test(`IMAGE_KIND=${kind}: memory the image side held before the turnstile started is released before the first chat loads`, async () => {
     const gpu = new SimGpu();
     const ollama = await startOllamaSim({ gpu, loadMs: 5, unloadMs: 5, tokenDelayMs: 1, tokens: 2 });
     const image = await IMAGE_KIND_SIMS[kind].start(gpu, { jobMs: 20, loadMs: 10, unloadMs: 5 });
