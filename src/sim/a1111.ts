@@ -11,6 +11,7 @@ import { SimGpu } from "./gpu.ts";
 import { baseUrl, CallLog, loopbackOnly, type OverrideHandler, type RecordedCall, readBody, routedPath } from "./http.ts";
 import {
   type CheckpointTiming,
+  IMAGE_SIDE,
   type ImageLyingModes,
   jobMsOf,
   jsonObject,
@@ -92,7 +93,7 @@ export async function startA1111Sim(opts: A1111SimOptions = {}): Promise<A1111Si
         interrupted: false,
         started: Date.now(),
       });
-      gpu.note("job-start", "comfy", title);
+      gpu.note("job-start", IMAGE_SIDE, title);
       try {
         for (let s = 0; s < steps && !signal.aborted; s++) {
           await ckpt.step(ms / steps, signal);
@@ -100,7 +101,7 @@ export async function startA1111Sim(opts: A1111SimOptions = {}): Promise<A1111Si
         }
       } finally {
         Object.assign(state, { job: "", job_count: 0, job_no: 0, sampling_step: 0, sampling_steps: 0 });
-        gpu.note("job-end", "comfy", title);
+        gpu.note("job-end", IMAGE_SIDE, title);
       }
       generated++;
       peak = Math.max(peak, ckpt.vramBytes);

@@ -17,7 +17,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import type { ServerWebSocket } from "bun";
 import { SimGpu } from "./gpu.ts";
 import { baseUrl, CallLog, loopbackOnly, type OverrideHandler, type RecordedCall, readBody } from "./http.ts";
-import { type CheckpointTiming, type ImageLyingModes, jobMsOf, jsonObject, PNG_BASE64, SimCheckpoint, timingOf } from "./image-engine.ts";
+import { type CheckpointTiming, IMAGE_SIDE, type ImageLyingModes, jobMsOf, jsonObject, PNG_BASE64, SimCheckpoint, timingOf } from "./image-engine.ts";
 import { Timers } from "./timers.ts";
 
 export interface SwarmSimOptions extends ImageLyingModes, Partial<CheckpointTiming> {
@@ -108,13 +108,13 @@ export async function startSwarmSim(opts: SwarmSimOptions = {}): Promise<SwarmSi
         if (loadingBefore) s.loading--;
         counted = false;
         s.live++;
-        gpu.note("job-start", "comfy", b.name);
+        gpu.note("job-start", IMAGE_SIDE, b.name);
         const both = AbortSignal.any([own, signal]);
         try {
           await b.step(ms, both);
         } finally {
           s.live--;
-          gpu.note("job-end", "comfy", b.name);
+          gpu.note("job-end", IMAGE_SIDE, b.name);
         }
         generated++;
         if (both.aborted) return json({ images: [] });
