@@ -80,7 +80,10 @@ export class SwarmTenant implements ImageTenant {
     this.#renewing ??= (async () => {
       const a = await this.post("GetNewSession", {}, o);
       const id = isRecord(a.body) ? a.body.session_id : undefined;
-      if (a.status !== 200 || typeof id !== "string" || id === "") throw new SwarmSessionError(`GetNewSession answered ${a.status} without a session_id`);
+      if (a.status !== 200 || typeof id !== "string" || id === "") {
+        const hint = this.token ? "" : " (a SwarmUI that requires accounts needs SWARMUI_TOKEN)";
+        throw new SwarmSessionError(`GetNewSession answered ${a.status} without a session_id${hint}`);
+      }
       this.#session = id;
       return id;
     })().finally(() => {

@@ -158,3 +158,11 @@ test("interrupt stops generations of other sessions too (InterruptAll other_sess
   await driver.interrupt(call());
   expect((await gen).images).toEqual([]);
 });
+
+test("a SwarmUI that gives no session says what to set", async () => {
+  const { sim, driver } = await setup();
+  sim.override("POST", "/API/GetNewSession", () => Response.json({ error_id: "no_login", error: "Login required" }, { status: 401 }));
+  const h = await driver.verify(call());
+  expect(h.held).toBe(true);
+  expect(h.unreadable).toContain("GetNewSession answered 401 without a session_id (a SwarmUI that requires accounts needs SWARMUI_TOKEN)");
+});
