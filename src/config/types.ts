@@ -22,6 +22,10 @@ export interface Config {
   lmstudioToken: string;
   /** Which server COMFY_URL is. */
   imageKind: ImageKind;
+  /** SwarmUI session the turnstile's own calls use; "" = obtained from GetNewSession (IMAGE_KIND=swarmui). */
+  swarmuiSession: string;
+  /** SwarmUI account token, sent as the swarm_user_token cookie; "" = SwarmUI without accounts. */
+  swarmuiToken: string;
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
   imageSessionMaxMs: number;

@@ -11,6 +11,8 @@ import { llamaServerDriver } from "./llama-server.ts";
 import { llamaSwapDriver } from "./llama-swap.ts";
 import { lmStudioDriver } from "./lmstudio.ts";
 import { vllmDriver } from "./vllm.ts";
+import { a1111Driver } from "./a1111.ts";
+import { swarmDriver } from "./swarmui.ts";
 
 export const LLM_DRIVERS: Record<LlmKind, TenantDriver<LlmTenant> | undefined> = {
   ollama: ollamaDriver,
@@ -27,9 +29,9 @@ export const LLM_DRIVERS: Record<LlmKind, TenantDriver<LlmTenant> | undefined> =
 export const IMAGE_DRIVERS: Record<ImageKind, TenantDriver<ImageTenant> | undefined> = {
   comfyui: comfyDriver,
   // AUTOMATIC1111 and Forge (tenants-image)
-  a1111: undefined,
+  a1111: a1111Driver,
   // SwarmUI (tenants-image)
-  swarmui: undefined,
+  swarmui: swarmDriver,
 };
 
 /** The driver for a kind the settings accepted, or an error that names the setting. */

@@ -15,6 +15,8 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   llmKind: "string",
   lmstudioToken: "string",
   imageKind: "string",
+  swarmuiSession: "string",
+  swarmuiToken: "string",
   unloadTimeoutMs: "number",
   jobTimeoutMs: "number",
   imageSessionMaxMs: "number",

@@ -17,6 +17,7 @@ import { startLlamaSwapSim } from "../../../src/sim/llama-swap.ts";
 import { startLmStudioSim } from "../../../src/sim/lmstudio.ts";
 import { startVllmSim } from "../../../src/sim/vllm.ts";
 import { mulberry32 } from "../../support/prng.ts";
+import { IMAGE_KIND_SIMS } from "../../../src/sim/image-kinds.ts";
 import { startTestTurnstile, type TestTurnstile } from "../../support/turnstile.ts";
 import { newPromptId, promptBody } from "./helpers.ts";
 
@@ -71,10 +72,19 @@ const IMAGE_CHAOS: Record<(typeof IMAGE_KINDS)[number], ImageChaos | undefined> 
       fetch(`${base}/prompt`, { method: "POST", headers: { "content-type": "application/json" }, body: promptBody(newPromptId(), { sim_job_ms: jobMs }, fewSteps), signal }),
   },
   // AUTOMATIC1111 and Forge (tenants-image)
-  a1111: undefined,
+  a1111: syncImageChaos("a1111"),
   // SwarmUI (tenants-image)
-  swarmui: undefined,
+  swarmui: syncImageChaos("swarmui"),
 };
+
+/** A1111 and SwarmUI: the request is the job (src/sim/image-kinds.ts), two SwarmUI backends. */
+function syncImageChaos(kind: "a1111" | "swarmui"): ImageChaos {
+  const sim = IMAGE_KIND_SIMS[kind];
+  return {
+    start: (gpu) => sim.start(gpu, { jobMs: 10, loadMs: 5, reloadMs: 3, unloadMs: 3, backends: 2, recordCalls: false }),
+    request: (base, jobMs, signal) => sim.generate(base, { jobMs, signal }),
+  };
+}
 
 type OpKind = "chat" | "chat_stream" | "image";
 interface Op {
