@@ -87,7 +87,7 @@ describe("CLIENT_IDLE_TIMEOUT=1s", () => {
     const c = await plainIdle(s.t.ollamaUrl);
     expect(c.got()).not.toContain("connection: close");
     await until(c.closed, "the idle connection closed", CLOSED_WITHIN_MS);
-  });
+  }, 30_000);
 
   test("a connection that stops half-way through its next request head is closed, whatever its first answer was", async () => {
     const body = JSON.stringify({ model: "llama3.2", prompt: "hi", options: { num_predict: 2 } });
@@ -103,7 +103,7 @@ describe("CLIENT_IDLE_TIMEOUT=1s", () => {
     expect(conns.map((c) => c.got().split("\r\n")[0])).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK", expect.stringMatching(/^HTTP\/1\.1 4\d\d /), "HTTP/1.1 200 OK"]);
     expect(conns[2]!.got()).toContain('"done":true');
     await until(() => conns.every((c) => c.closed()), "every half-head connection closed", CLOSED_WITHIN_MS);
-  });
+  }, 30_000);
 
   test("a request waiting for the GPU while a plain idle connection is closed is never cut", async () => {
     await startImageJob(s.t, 30_000);
