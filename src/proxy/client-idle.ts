@@ -13,11 +13,7 @@
  * Bun closes these connections silently: there is no event to log.
  */
 
-/** Bun's `idleTimeout` is whole seconds, at most 255. */
-export const MAX_IDLE_SECONDS = 255;
-
-/** CLIENT_IDLE_TIMEOUT in Bun's terms: whole seconds, rounded up, at most 255; 0 = never. */
+/** CLIENT_IDLE_TIMEOUT in Bun's terms: whole seconds, rounded up (the settings table caps it at Bun's 255); 0 = never. */
 export function idleSeconds(ms: number): number {
-  if (ms <= 0) return 0;
-  return Math.min(MAX_IDLE_SECONDS, Math.ceil(ms / 1000));
+  return Math.ceil(ms / 1000);
 }
