@@ -37,6 +37,7 @@ import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
 import { idleSeconds } from "./proxy/client-idle.ts";
 import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
+import { startLlmDrainBound } from "./proxy/llm-drain.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { CardRefresh } from "./status/card-refresh.ts";
@@ -250,6 +251,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     max5xxRetries: MAX_5XX_RETRIES,
     retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
+  const drainBound = formatDuration(config.llmDrainTimeoutMs);
+  const stopDrainBound = startLlmDrainBound({
+    lock,
+    llm: llmWatches,
+    boundMs: config.llmDrainTimeoutMs,
+    bound: drainBound,
+    onCut: ({ cut }) => log.warn(`an image job waited LLM_DRAIN_TIMEOUT (${drainBound}) for running LLM requests: ${cut} cut`, { llm_cut: cut }),
+  });
   // STATE_DIR is empty only where the CLI did not resolve it (tests, the demo): leases end with the process.
   const leaseFile = config.stateDir ? new LeaseFile(config.stateDir, config, log) : undefined;
   const steering = new Steering({
@@ -479,6 +488,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     live?.stop();
+    stopDrainBound();
     throw err;
   }
 
@@ -551,6 +561,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       monitor.stop();
       live?.stop();
       steering.stop();
+      stopDrainBound();
       agent?.stop(true);
       hub.closeAll();
       for (const job of tracker.active()) {

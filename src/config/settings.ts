@@ -134,6 +134,14 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Longest an LLM request waits for the GPU before it gets a 503 (wait mode).",
   },
   {
+    key: "LLM_DRAIN_TIMEOUT",
+    field: "llmDrainTimeoutMs",
+    default: "5m",
+    kind: "duration",
+    allowZero: true,
+    doc: "Longest running LLM requests may keep the GPU from an image job (or lease) that waits for them; past it they are cut, as a force-release cuts them, and it is logged; a stream that keeps streaming is ended too; 0 = no limit.",
+  },
+  {
     key: "LLM_IDLE_TIMEOUT",
     field: "llmIdleTimeoutMs",
     default: "5m",

@@ -21,6 +21,7 @@ export interface Config {
   /** 0 = no limit */
   llmIdleTimeoutMs: number;
   clientIdleTimeoutMs: number;
+  llmDrainTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
   /** "auto" = estimated per answer (jobs/busy-estimate.ts) */

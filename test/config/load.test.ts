@@ -382,6 +382,7 @@ describe("describeConfig", () => {
       "JOB_TIMEOUT=15m0s",
       "IMAGE_SESSION_MAX=5m0s",
       "LLM_WAIT_TIMEOUT=10m0s",
+      "LLM_DRAIN_TIMEOUT=5m0s",
       "LLM_IDLE_TIMEOUT=5m0s",
       "CLIENT_IDLE_TIMEOUT=1m0s",
       "LLM_BUSY_MODE=wait",

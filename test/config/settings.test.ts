@@ -18,6 +18,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   llmWaitTimeoutMs: "number",
   llmIdleTimeoutMs: "number",
   clientIdleTimeoutMs: "number",
+  llmDrainTimeoutMs: "number",
   llmBusyMode: "string",
   llmBusyStatus: "number",
   busyRetryAfterS: "number",
