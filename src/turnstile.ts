@@ -30,7 +30,7 @@ import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
-import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
+import { idleSeconds } from "./proxy/client-idle.ts";
 import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
 import { startLlmDrainBound } from "./proxy/llm-drain.ts";
@@ -397,7 +397,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
-  const sweeps: (() => void)[] = [];
   let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
@@ -408,10 +407,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Bun has no call that closes one request's connection; the shortest idle timeout does it, silently.
     let serving: { timeout(req: Request, seconds: number): void } | undefined;
     const cutClient = (req: Request) => serving?.timeout(req, 1);
+    // CLIENT_IDLE_TIMEOUT: set again just before each answer's last byte (proxy/client-idle.ts).
+    const clientIdleS = idleSeconds(config.clientIdleTimeoutMs);
+    const clientIdle = clientIdleS > 0 ? (req: Request) => serving?.timeout(req, clientIdleS) : undefined;
     // The nested listener's upstream is Ollama too: its health is Ollama's.
     const upstreamName: Upstream = name === "comfy" ? "comfy" : "ollama";
     const readyz = (classParam: string | null) => readyzAnswer(readyzDeps, classParam, upstreamName === "comfy" ? "image" : "llm");
-    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(upstreamName), cutClient, readyz }), pickedUp);
+    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(upstreamName), cutClient, clientIdle, readyz }), pickedUp);
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -419,6 +421,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
+      clientIdleS,
       observeWs:
         name === "comfy"
           ? (clientId, frame) => {
@@ -435,11 +438,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }));
     serving = server;
     servers.push({ name, server });
-    sweeps.push(
-      sweepIdleConnections(server, server.activity, config.clientIdleTimeoutMs, (n) =>
-        log.info(`${name} listener closed ${n} client connection(s) idle for up to CLIENT_IDLE_TIMEOUT (${formatDuration(config.clientIdleTimeoutMs)})`, { closed: n }),
-      ),
-    );
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
@@ -474,7 +472,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     for (const s of servers) s.server.stop(true);
     live?.stop();
     stopDrainBound();
-    for (const stop of sweeps) stop();
     throw err;
   }
 
@@ -550,7 +547,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       stopDrainBound();
       agent?.stop(true);
       hub.closeAll();
-      for (const stop of sweeps) stop();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }

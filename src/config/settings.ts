@@ -34,7 +34,7 @@ export interface SettingDef {
   readonly kind: SettingKind;
   /** enum: allowed values (lowercase; input is matched case-insensitively) */
   readonly values?: readonly string[];
-  /** int: inclusive bounds */
+  /** int: inclusive bounds; duration: `max` is the longest value, in ms */
   readonly min?: number;
   readonly max?: number;
   /** int: the word "auto" is accepted too (the value is then the string "auto") */
@@ -203,7 +203,9 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "1m",
     kind: "duration",
     allowZero: true,
-    doc: "Client connections with no request in flight (kept alive between requests) are closed this often, so idle sockets cannot pile up; a request waiting for the GPU, a stream and a /ws relay are never cut; 0 = never.",
+    // Bun's idleTimeout counts whole seconds, at most 255 (proxy/client-idle.ts).
+    max: 255_000,
+    doc: "A client connection with no request in flight that sends nothing for this long is closed, also one stopped half-way through a request head (slowloris), so idle sockets cannot pile up; a request waiting for the GPU, a stream and a /ws relay are never cut. Counted in whole seconds (rounded up), at most 4m15s; Bun checks every 4 s, so a connection may stay up to 4 s longer; 0 = never.",
   },
   {
     key: "LLM_BUSY_MODE",

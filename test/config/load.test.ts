@@ -244,6 +244,12 @@ describe("values", () => {
     );
   });
 
+  test("CLIENT_IDLE_TIMEOUT is refused past Bun's longest idle timer (255 s)", () => {
+    expect(cfg({ CLIENT_IDLE_TIMEOUT: "4m15s" }).clientIdleTimeoutMs).toBe(255_000);
+    const e = configError(() => cfg({ CLIENT_IDLE_TIMEOUT: "5m" }));
+    expect(e.message).toBe('config error: environment: CLIENT_IDLE_TIMEOUT: must be at most 4m15s, got "5m"');
+  });
+
   test("APP_VER and CFG_VER", () => {
     expect(cfg({ APP_VER: "v1.2.3", CFG_VER: "v1.0.0" })).toMatchObject({ appVer: "v1.2.3", cfgVer: "v1.0.0" });
     expect(cfg({ APP_VER: "dev" }).appVer).toBe("dev");
