@@ -1,4 +1,5 @@
-import type { GpuLockOptions, GpuState, ImageLease, Lease, LeaseKind, LockEvent, LockSnapshot } from "./types.ts";
+import { FairTurns } from "../fair/turns.ts";
+import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKind, LockEvent, LockSnapshot } from "./types.ts";
 
 /**
  * The two-mode, writer-preferring lock of the SPEC: "readers" are LLM requests (any number at
@@ -44,6 +45,15 @@ import type { GpuLockOptions, GpuState, ImageLease, Lease, LeaseKind, LockEvent,
  * GPU leases (`acquireLease`): the whole card for a program outside the turnstile. A lease queues
  * with the image jobs and is granted like one (no LLM in flight, no image session open), but it
  * opens no session and nothing joins it: while it is held no LLM slot and no image job is granted.
+ *
+ * Fair turns (issue 30): which waiting image job (or GPU lease) goes next is decided by FairTurns,
+ * not by call order: jobs that name a client take turns across clients and classes; those that
+ * name none are each a client of their own, so among themselves they keep call order. In a
+ * session a named client has at most one job at a time: its next waits (and keeps its turn) until
+ * that one leaves. So that a client's jobs one after another still make one session (one
+ * checkpoint load), the session's last member hands over to a waiter that may join instead of
+ * closing (`closeIfLast` grants that waiter in the same step and returns false). The FIFO rule
+ * between sessions and LLM requests is unchanged: it compares with the oldest image waiter.
  */
 export class GpuLock {
   readonly #now: () => number;
@@ -57,7 +67,9 @@ export class GpuLock {
   #leased = false;
   /** The image session holding the GPU, if any. */
   #session: Session | undefined;
+  /** In call order (the oldest decides the LLM rules); who goes next is #turns' choice. */
   readonly #imageQueue: Waiter[] = [];
+  readonly #turns: FairTurns<Waiter>;
   readonly #llmQueue: Waiter[] = [];
   /** The state last announced; equal to #derive() between steps. */
   #state: GpuState = "idle";
@@ -73,6 +85,7 @@ export class GpuLock {
     this.#now = opts.now ?? (() => performance.now());
     this.#onListenerError = opts.onListenerError ?? (() => {});
     this.#sessionMaxMs = opts.imageSessionMaxMs ?? 0;
+    this.#turns = new FairTurns<Waiter>(opts.turnClasses ?? [{ name: "normal", weight: 1 }]);
   }
 
   get state(): GpuState {
@@ -117,13 +130,13 @@ export class GpuLock {
     return lease;
   }
 
-  acquireImage(signal?: AbortSignal): Promise<ImageLease> {
+  acquireImage(signal?: AbortSignal, who?: ImageClient): Promise<ImageLease> {
     const id = this.#nextId++;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const at = this.#now();
     // Queue first, then dispatch: an idle GPU or an open session grants at once, otherwise the
     // queue blocks new LLMs.
-    const promise = this.#enqueue(this.#imageQueue, "image", id, at, signal) as Promise<ImageLease>;
+    const promise = this.#enqueue(this.#imageQueue, "image", id, at, signal, who) as Promise<ImageLease>;
     this.#dispatch(at);
     this.#finish(at);
     return promise;
@@ -158,15 +171,33 @@ export class GpuLock {
     return this.#llmInflight > 0 ? "llm" : "idle";
   }
 
-  #enqueue(queue: Waiter[], kind: LeaseKind, id: number, calledAt: number, signal?: AbortSignal): Promise<Lease> {
+  #enqueue(queue: Waiter[], kind: LeaseKind, id: number, calledAt: number, signal?: AbortSignal, who?: ImageClient): Promise<Lease> {
     return new Promise<Lease>((resolve, reject) => {
-      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined };
+      // One that names no client is a client of its own (first come, first served among those).
+      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined, named: who !== undefined, client: who?.client ?? `#${id}`, cls: who?.cls ?? "" };
       if (signal) {
         waiter.onAbort = () => this.#abandon(waiter);
         signal.addEventListener("abort", waiter.onAbort, { once: true });
       }
       queue.push(waiter);
+      if (queue === this.#imageQueue) this.#turns.add(waiter);
     });
+  }
+
+  /** Takes a waiter out of the image queue (granted or gone). */
+  #unqueueImage(waiter: Waiter): void {
+    const i = this.#imageQueue.indexOf(waiter);
+    if (i >= 0) this.#imageQueue.splice(i, 1);
+    this.#turns.remove(waiter.id);
+  }
+
+  /**
+   * The image waiter whose turn it is. In a session, only image jobs may join, and a named client
+   * only while it has no job in the session (`leaving`: a client whose job is about to leave).
+   */
+  #nextImage(session: Session | undefined, leaving?: string): Waiter | undefined {
+    if (!session) return this.#turns.peek();
+    return this.#turns.peek((w) => w.kind === "image" && (!w.named || (session.clients.get(w.client) ?? 0) - (w.client === leaving ? 1 : 0) <= 0));
   }
 
   /** Grants everything that has become grantable. Idempotent between steps. */
@@ -189,21 +220,23 @@ export class GpuLock {
 
   #dispatchImages(at: number): void {
     for (;;) {
-      const head = this.#imageQueue[0];
+      const oldest = this.#imageQueue[0];
       if (this.#leased) return;
       if (this.#session) {
-        if (head === undefined || !this.#joinable(at)) return;
-        this.#imageQueue.shift();
-        this.#grant(head, at);
+        const next = this.#nextImage(this.#session);
+        if (next === undefined || !this.#joinable(at)) return;
+        this.#unqueueImage(next);
+        this.#grant(next, at);
         continue;
       }
-      if (head === undefined) return;
+      if (oldest === undefined) return;
       if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
-      // Sessions: LLM requests that called before this image job go first (FIFO between them).
-      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < head.id) return;
-      this.#imageQueue.shift();
-      if (this.#grant(head, at) && (this.#sessionMaxMs <= 0 || head.kind === "lease")) return;
-      // head had aborted without our listener having run yet, or it opened a session others may join.
+      // Sessions: LLM requests that called before the oldest image job go first (FIFO between them).
+      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < oldest.id) return;
+      const next = this.#nextImage(undefined)!;
+      this.#unqueueImage(next);
+      if (this.#grant(next, at) && (this.#sessionMaxMs <= 0 || next.kind === "lease")) return;
+      // next had aborted without our listener having run yet, or it opened a session others may join.
     }
   }
 
@@ -217,14 +250,14 @@ export class GpuLock {
       waiter.reject(signal.reason);
       return false;
     }
-    waiter.resolve(this.#take(waiter.kind, waiter.id, waiter.calledAt, at));
+    waiter.resolve(this.#take(waiter.kind, waiter.id, waiter.calledAt, at, waiter.named ? waiter.client : undefined));
     return true;
   }
 
-  #take(kind: LeaseKind, id: number, calledAt: number, at: number): Lease {
+  #take(kind: LeaseKind, id: number, calledAt: number, at: number, client?: string): Lease {
     const waitedMs = at - calledAt;
     this.#grants.push({ type: "acquired", kind, waitedMs, id });
-    const release = () => this.#release(kind, id, at);
+    const release = () => this.#release(kind, id, at, client);
     if (kind === "llm") {
       this.#llmInflight++;
       return new GrantedLease(kind, waitedMs, id, release);
@@ -234,25 +267,53 @@ export class GpuLock {
       return new GrantedLease(kind, waitedMs, id, release);
     }
     const opens = this.#session === undefined;
-    const session = (this.#session ??= { id, startedAt: at, members: 0, closing: false });
+    const session = (this.#session ??= { id, startedAt: at, members: 0, closing: false, clients: new Map() });
     session.members++;
+    if (client !== undefined) session.clients.set(client, (session.clients.get(client) ?? 0) + 1);
     const lease = new GrantedLease(kind, waitedMs, id, release) as GrantedLease & ImageLease;
     return Object.assign(lease, {
       opensSession: opens,
       sessionId: session.id,
       closeIfLast: () => {
         if (lease.released || session.members !== 1) return false;
+        if (this.#handOver(session, client)) return false;
         session.closing = true;
         return true;
       },
     });
   }
 
-  #release(kind: LeaseKind, id: number, grantedAt: number): void {
+  /**
+   * The session's last member is leaving: grants the waiter whose turn it is and that may join,
+   * so the session (and ComfyUI's loaded checkpoint) goes on. True when one was granted.
+   */
+  #handOver(session: Session, leaving: string | undefined): boolean {
+    const at = this.#now();
+    let granted = false;
+    for (;;) {
+      if (session.closing || !this.#joinable(at)) break;
+      const next = this.#nextImage(session, leaving);
+      if (next === undefined) break;
+      this.#unqueueImage(next);
+      if ((granted = this.#grant(next, at))) break;
+    }
+    this.#finish(at);
+    return granted;
+  }
+
+  #release(kind: LeaseKind, id: number, grantedAt: number, client?: string): void {
     const at = this.#now();
     if (kind === "llm") this.#llmInflight--;
     else if (kind === "lease") this.#leased = false;
-    else if (--this.#session!.members === 0) this.#session = undefined;
+    else {
+      const session = this.#session!;
+      if (client !== undefined) {
+        const n = (session.clients.get(client) ?? 1) - 1;
+        if (n > 0) session.clients.set(client, n);
+        else session.clients.delete(client);
+      }
+      if (--session.members === 0) this.#session = undefined;
+    }
     this.#causes.push({ type: "released", kind, heldMs: at - grantedAt, id });
     this.#dispatch(at);
     this.#finish(at);
@@ -261,9 +322,10 @@ export class GpuLock {
   #abandon(waiter: Waiter): void {
     if (waiter.settled) return;
     waiter.settled = true;
-    const queue = waiter.kind === "llm" ? this.#llmQueue : this.#imageQueue;
-    const i = queue.indexOf(waiter);
-    if (i >= 0) queue.splice(i, 1);
+    if (waiter.kind === "llm") {
+      const i = this.#llmQueue.indexOf(waiter);
+      if (i >= 0) this.#llmQueue.splice(i, 1);
+    } else this.#unqueueImage(waiter);
     const at = this.#now();
     const reason = waiter.signal?.reason;
     this.#causes.push({ type: "abandoned", kind: waiter.kind, waitedMs: at - waiter.calledAt, reason, id: waiter.id });
@@ -320,6 +382,8 @@ interface Session {
   members: number;
   /** Closed by its last member: no one joins any more. */
   closing: boolean;
+  /** Named clients' jobs in it (fair turns: one each at a time). */
+  readonly clients: Map<string, number>;
 }
 
 interface Waiter {
@@ -332,6 +396,10 @@ interface Waiter {
   /** True once granted or abandoned; guards against a late abort listener call. */
   settled: boolean;
   onAbort: (() => void) | undefined;
+  /** Fair turns: whether the caller named a client (else `client` is unique to this waiter). */
+  readonly named: boolean;
+  readonly client: string;
+  readonly cls: string;
 }
 
 class GrantedLease implements Lease {
