@@ -3,6 +3,7 @@
  * logs and metrics wired to events. Everything the CLI, the demo and the tests start goes
  * through `startTurnstile`.
  */
+import { readFileSync } from "node:fs";
 import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
 import { redactUrl } from "./config/redact.ts";
@@ -18,6 +19,7 @@ import { Nudges } from "./jobs/nudge.ts";
 import { PromptIds } from "./jobs/prompt-ids.ts";
 import { SharedQueue } from "./jobs/queue-share.ts";
 import { GpuLock } from "./lock/index.ts";
+import { fairSetup, type Fair } from "./fair/setup.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
@@ -97,6 +99,7 @@ function withHealth(status: HealthBody["upstreams"], report: ProbeReport): Probe
 
 
 /** A listener that could not bind, said in one line that names its setting and address. */
+/** A start that cannot go on, said in one line (a listener that cannot bind, a bad CLIENTS_FILE). */
 export class BindError extends Error {
   override name = "BindError";
 }
@@ -159,13 +162,30 @@ function llmBodyWatch(ollama: OllamaClient, handoff: HandoffCheck): LlmBodyWatch
   };
 }
 
+/** FAIR_CLASSES and CLIENTS_FILE (issue 30); a bad one stops the start with one line. */
+function loadFair(config: Config): Fair {
+  let text: string | undefined;
+  if (config.clientsFile) {
+    try {
+      text = readFileSync(config.clientsFile, "utf8");
+    } catch (err) {
+      throw new BindError(`CLIENTS_FILE ${config.clientsFile}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  const r = fairSetup(config.fairClasses, config.clientsFile, text);
+  if (!r.ok) throw new BindError(r.message);
+  return r.fair;
+}
+
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
 
 export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const { config, log } = opts;
+  const fair = loadFair(config);
   const lock = new GpuLock({
     imageSessionMaxMs: config.imageSessionMaxMs,
+    turnClasses: fair.classes,
     onListenerError: (err) => log.error("lock event listener failed", { err: err instanceof Error ? err : String(err) }),
   });
   const tracker = new JobTracker();
@@ -335,6 +355,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges,
+    identify: config.fairTurns ? (seen) => fair.identify(seen) : undefined,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,

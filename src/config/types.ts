@@ -17,6 +17,10 @@ export interface Config {
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
   imageSessionMaxMs: number;
+  /** Issue 30: fair turns across clients; FAIR_CLASSES as written; CLIENTS_FILE ("" = none). */
+  fairTurns: boolean;
+  fairClasses: string;
+  clientsFile: string;
   llmWaitTimeoutMs: number;
   /** 0 = no limit */
   llmIdleTimeoutMs: number;

@@ -27,6 +27,8 @@ import { comfyKnows, type PromptIds } from "./prompt-ids.ts";
 import type { SharedQueue } from "./queue-share.ts";
 import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
+import type { Seen } from "../fair/identity.ts";
+import type { ImageClient } from "../lock/index.ts";
 
 /** The part of the GPU lock an image job uses directly (the image side goes through `sessions`). */
 export interface ImageLock {
@@ -63,6 +65,8 @@ export interface ImageJobDeps {
   queue?: SharedQueue;
   /** Wakes followers when a client cancels its jobs (proxy/comfy-cancels.ts). */
   nudges?: Nudges;
+  /** Who a job is for (FAIR_TURNS, issue 30); absent = first come, first served. */
+  identify?: (seen: Seen) => ImageClient;
 }
 
 let nextJobId = 1;
@@ -79,6 +83,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const clientId = admission.body.clientId;
   const fresh = admission.fresh;
   const jobId = takeJobId();
+  const who = deps.identify?.({ authorization: incoming.headers.get("authorization"), clientId, address: clientIp });
   emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
   const clientSignal = req.signal;
   let lease: SessionTicket | undefined;
@@ -123,7 +128,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // Taken before every attempt to reach ComfyUI. If ComfyUI is down the attempt fails, the GPU is
   // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
   const acquire = async (): Promise<Hold> => {
-    const l = await sessions.enter(clientSignal, () => unloadOllama(jobId, deps));
+    const l = await sessions.enter(clientSignal, () => unloadOllama(jobId, deps), who && { client: who.client, cls: who.cls });
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();
