@@ -172,7 +172,7 @@ function loadFair(config: Config): Fair {
       throw new BindError(`CLIENTS_FILE ${config.clientsFile}: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
-  const r = fairSetup(config.fairClasses, config.clientsFile, text);
+  const r = fairSetup(config, text);
   if (!r.ok) throw new BindError(r.message);
   return r.fair;
 }

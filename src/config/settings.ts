@@ -143,6 +143,15 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Client classes for fair turns, best first, as name:weight (weight 1-100): while both wait, a class's clients get `weight` turns for each turn of a weight-1 client; must include normal, the class of every client CLIENTS_FILE does not name.",
   },
   {
+    key: "FAIR_CHATS_FIRST",
+    field: "fairChatsFirst",
+    default: "batch",
+    kind: "string",
+    pattern: /^\s*[a-z][a-z0-9_-]{0,31}(\s*,\s*[a-z][a-z0-9_-]{0,31})*\s*$/,
+    expected: "class names from FAIR_CLASSES, comma-separated (e.g. batch)",
+    doc: "Classes (from FAIR_CLASSES) whose image jobs give way to chats: while a chat waits, none of their jobs joins or opens an image session, so a chat waits at most for the one job each of their clients has in ComfyUI; a steady stream of chats can then hold them back.",
+  },
+  {
     key: "CLIENTS_FILE",
     field: "clientsFile",
     default: "",

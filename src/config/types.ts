@@ -20,6 +20,8 @@ export interface Config {
   /** Issue 30: fair turns across clients; FAIR_CLASSES as written; CLIENTS_FILE ("" = none). */
   fairTurns: boolean;
   fairClasses: string;
+  /** FAIR_CHATS_FIRST as written: class names. */
+  fairChatsFirst: string;
   clientsFile: string;
   llmWaitTimeoutMs: number;
   /** 0 = no limit */

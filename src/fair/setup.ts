@@ -1,4 +1,4 @@
-/** FAIR_CLASSES and CLIENTS_FILE's text, checked together into what the lock and the jobs use. */
+/** FAIR_CLASSES, FAIR_CHATS_FIRST and CLIENTS_FILE's text, checked together into what the lock and the jobs use. */
 import { parseClasses } from "./classes.ts";
 import { identify, parseClients, type Identity, type Seen } from "./identity.ts";
 import type { TurnClass } from "./turns.ts";
@@ -11,11 +11,19 @@ export interface Fair {
 }
 
 /** `clientsText`: CLIENTS_FILE's content (undefined = no file). An error names the setting and line. */
-export function fairSetup(fairClasses: string, clientsFile: string, clientsText: string | undefined): { ok: true; fair: Fair } | { ok: false; message: string } {
-  const c = parseClasses(fairClasses);
+export function fairSetup(
+  settings: { fairClasses: string; fairChatsFirst: string; clientsFile: string },
+  clientsText: string | undefined,
+): { ok: true; fair: Fair } | { ok: false; message: string } {
+  const { clientsFile } = settings;
+  const c = parseClasses(settings.fairClasses);
   if (!c.ok) return { ok: false, message: `FAIR_CLASSES: ${c.message}` };
+  const chatsFirst = settings.fairChatsFirst.split(",").map((x) => x.trim()).filter(Boolean);
+  const unknown = chatsFirst.find((n) => !c.classes.some((k) => k.name === n));
+  if (unknown) return { ok: false, message: `FAIR_CHATS_FIRST: "${unknown}" is not a class of FAIR_CLASSES (${c.classes.map((k) => k.name).join(", ")})` };
+  const classes = c.classes.map((k) => (chatsFirst.includes(k.name) ? { ...k, chatsFirst: true } : k));
   const p = parseClients(clientsText ?? "", c.classes.map((k) => k.name));
   if (!p.ok) return { ok: false, message: `CLIENTS_FILE ${clientsFile} line ${p.line}: ${p.message}` };
   const rules = p.rules;
-  return { ok: true, fair: { classes: c.classes, named: rules.length, identify: (seen) => identify(seen, rules) } };
+  return { ok: true, fair: { classes, named: rules.length, identify: (seen) => identify(seen, rules) } };
 }

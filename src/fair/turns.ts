@@ -31,6 +31,8 @@ export interface TurnClass {
   readonly name: string;
   /** Turns relative to other classes while both wait (> 0). */
   readonly weight: number;
+  /** Its image jobs join no image session while a chat waits (FAIR_CHATS_FIRST); the lock's rule. */
+  readonly chatsFirst?: boolean;
 }
 
 /** A waiter's place: `position` 1 is next; `estimateMs` is the time until it is taken. */

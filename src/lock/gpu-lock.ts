@@ -53,7 +53,9 @@ import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKin
  * that one leaves. So that a client's jobs one after another still make one session (one
  * checkpoint load), the session's last member hands over to a waiter that may join instead of
  * closing (`closeIfLast` grants that waiter in the same step and returns false). The FIFO rule
- * between sessions and LLM requests is unchanged: it compares with the oldest image waiter.
+ * between sessions and LLM requests is unchanged: it compares with the oldest image waiter. A job
+ * of a `chatsFirst` class (FAIR_CHATS_FIRST) joins no session while a chat waits: a batch client's
+ * session then ends after the job it has in ComfyUI, and the chat goes before its next.
  */
 export class GpuLock {
   readonly #now: () => number;
@@ -70,6 +72,8 @@ export class GpuLock {
   /** In call order (the oldest decides the LLM rules); who goes next is #turns' choice. */
   readonly #imageQueue: Waiter[] = [];
   readonly #turns: FairTurns<Waiter>;
+  /** Classes whose image jobs join no session while a chat waits. */
+  readonly #chatsFirst: ReadonlySet<string>;
   readonly #llmQueue: Waiter[] = [];
   /** The state last announced; equal to #derive() between steps. */
   #state: GpuState = "idle";
@@ -86,6 +90,7 @@ export class GpuLock {
     this.#onListenerError = opts.onListenerError ?? (() => {});
     this.#sessionMaxMs = opts.imageSessionMaxMs ?? 0;
     this.#turns = new FairTurns<Waiter>(opts.turnClasses ?? [{ name: "normal", weight: 1 }]);
+    this.#chatsFirst = new Set((opts.turnClasses ?? []).filter((c) => c.chatsFirst).map((c) => c.name));
   }
 
   get state(): GpuState {
@@ -196,8 +201,21 @@ export class GpuLock {
    * only while it has no job in the session (`leaving`: a client whose job is about to leave).
    */
   #nextImage(session: Session | undefined, leaving?: string): Waiter | undefined {
-    if (!session) return this.#turns.peek();
-    return this.#turns.peek((w) => w.kind === "image" && (!w.named || (session.clients.get(w.client) ?? 0) - (w.client === leaving ? 1 : 0) <= 0));
+    const chatWaits = this.#llmQueue.length > 0;
+    if (!session) return this.#turns.peek((w) => !chatWaits || this.#blocks(w));
+    return this.#turns.peek(
+      (w) => w.kind === "image" && (!w.named || (session.clients.get(w.client) ?? 0) - (w.client === leaving ? 1 : 0) <= 0) && (!chatWaits || this.#blocks(w)),
+    );
+  }
+
+  /** Whether a waiter goes before chats that called after it (all but a `chatsFirst` class's images). */
+  #blocks(w: Waiter): boolean {
+    return w.kind !== "image" || !this.#chatsFirst.has(w.cls);
+  }
+
+  /** The oldest image waiter that chats queue behind (see #blocks). */
+  #oldestBlocking(): Waiter | undefined {
+    return this.#chatsFirst.size === 0 ? this.#imageQueue[0] : this.#imageQueue.find((w) => this.#blocks(w));
   }
 
   /** Grants everything that has become grantable. Idempotent between steps. */
@@ -207,7 +225,7 @@ export class GpuLock {
       if (this.#session || this.#leased) return;
       // No session: the waiting LLM requests go at once, except those behind an image job — with
       // sessions, those that called after it; without, all of them (image priority).
-      const head = this.#imageQueue[0];
+      const head = this.#oldestBlocking();
       const firstImage = head === undefined ? Infinity : this.#sessionMaxMs > 0 ? head.id : -Infinity;
       let n = 0;
       while (n < this.#llmQueue.length && this.#llmQueue[n]!.id < firstImage) n++;
@@ -220,7 +238,6 @@ export class GpuLock {
 
   #dispatchImages(at: number): void {
     for (;;) {
-      const oldest = this.#imageQueue[0];
       if (this.#leased) return;
       if (this.#session) {
         const next = this.#nextImage(this.#session);
@@ -229,11 +246,11 @@ export class GpuLock {
         this.#grant(next, at);
         continue;
       }
-      if (oldest === undefined) return;
+      const next = this.#nextImage(undefined);
+      if (next === undefined) return;
       if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
       // Sessions: LLM requests that called before the oldest image job go first (FIFO between them).
-      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < oldest.id) return;
-      const next = this.#nextImage(undefined)!;
+      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < (this.#oldestBlocking() ?? next).id) return;
       this.#unqueueImage(next);
       if (this.#grant(next, at) && (this.#sessionMaxMs <= 0 || next.kind === "lease")) return;
       // next had aborted without our listener having run yet, or it opened a session others may join.

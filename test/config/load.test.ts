@@ -377,6 +377,7 @@ describe("describeConfig", () => {
       "IMAGE_SESSION_MAX=5m0s",
       "FAIR_TURNS=true",
       "FAIR_CLASSES=interactive:4,normal:2,batch:1",
+      "FAIR_CHATS_FIRST=batch",
       "CLIENTS_FILE=",
       "LLM_WAIT_TIMEOUT=10m0s",
       "LLM_IDLE_TIMEOUT=5m0s",

@@ -17,6 +17,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   imageSessionMaxMs: "number",
   fairTurns: "boolean",
   fairClasses: "string",
+  fairChatsFirst: "string",
   clientsFile: "string",
   llmWaitTimeoutMs: "number",
   llmIdleTimeoutMs: "number",

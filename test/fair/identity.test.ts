@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { parseClasses } from "../../src/fair/classes.ts";
+import { fairSetup } from "../../src/fair/setup.ts";
 import { identify, parseClients, parseRange } from "../../src/fair/identity.ts";
 
 const CLASSES = ["interactive", "normal", "batch"];
@@ -67,5 +68,16 @@ describe("parseClasses", () => {
     expect(parseClasses("fast:3,batch:1")).toMatchObject({ ok: false });
     expect(parseClasses("normal:0")).toMatchObject({ ok: false });
     expect(parseClasses("normal")).toMatchObject({ ok: false });
+  });
+});
+
+describe("fairSetup", () => {
+  const base = { fairClasses: "interactive:4,normal:2,batch:1", fairChatsFirst: "batch", clientsFile: "/etc/clients" };
+  test("FAIR_CHATS_FIRST marks its classes; an unknown one is named", () => {
+    const ok = fairSetup(base, "n batch cidr=10.0.0.1\n");
+    expect(ok.ok && ok.fair.classes.filter((c) => c.chatsFirst).map((c) => c.name)).toEqual(["batch"]);
+    expect(ok.ok && ok.fair.identify({ address: "10.0.0.1" })).toMatchObject({ client: "n", cls: "batch" });
+    expect(fairSetup({ ...base, fairChatsFirst: "bulk" }, undefined)).toEqual({ ok: false, message: 'FAIR_CHATS_FIRST: "bulk" is not a class of FAIR_CLASSES (interactive, normal, batch)' });
+    expect(fairSetup(base, "x vip cidr=10.0.0.1\n")).toMatchObject({ ok: false, message: expect.stringContaining("CLIENTS_FILE /etc/clients line 1:") });
   });
 });

@@ -138,4 +138,44 @@ describe("with sessions", () => {
     expect(a2.current.status).toBe("rejected");
     expect(lock.state).toBe("idle");
   });
+
+  test("a batch client's session gives way to a waiting chat after the job it has in ComfyUI, and carries on after it", async () => {
+    const lock = new GpuLock({
+      now: fakeClock().now,
+      imageSessionMaxMs: 60_000,
+      turnClasses: [{ name: "normal", weight: 2 }, { name: "batch", weight: 1, chatsFirst: true }],
+    });
+    const r = recorder();
+    for (let i = 1; i <= 3; i++) r.ask(lock, `n${i}`, NIGHT);
+    await flush();
+    expect(r.order).toEqual(["n1"]);
+    const chat = track(lock.acquireLLM());
+    const n1 = r.leases.get("n1")!;
+    expect(n1.closeIfLast()).toBe(true); // no hand-over to n2: the chat waits
+    n1.release();
+    await flush();
+    expect(chat.current.status).toBe("resolved");
+    expect(r.order).toEqual(["n1"]);
+    if (chat.current.status === "resolved") chat.current.value.release();
+    await flush();
+    expect(r.order).toEqual(["n1", "n2"]);
+  });
+
+  test("a normal client's session does not give way: chats wait for IMAGE_SESSION_MAX, as before", async () => {
+    const lock = new GpuLock({
+      now: fakeClock().now,
+      imageSessionMaxMs: 60_000,
+      turnClasses: [{ name: "normal", weight: 2 }, { name: "batch", weight: 1, chatsFirst: true }],
+    });
+    const r = recorder();
+    for (let i = 1; i <= 2; i++) r.ask(lock, `a${i}`, A);
+    await flush();
+    const chat = track(lock.acquireLLM());
+    const a1 = r.leases.get("a1")!;
+    expect(a1.closeIfLast()).toBe(false);
+    a1.release();
+    await flush();
+    expect(r.order).toEqual(["a1", "a2"]);
+    expect(chat.current.status).toBe("pending");
+  });
 });
