@@ -20,6 +20,7 @@ import { PromptIds } from "./jobs/prompt-ids.ts";
 import { SharedQueue } from "./jobs/queue-share.ts";
 import { GpuLock } from "./lock/index.ts";
 import { fairSetup, type Fair } from "./fair/setup.ts";
+import { ClientQuota } from "./fair/quota.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
@@ -355,7 +356,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges,
-    identify: config.fairTurns ? (seen) => fair.identify(seen) : undefined,
+    identify: (seen) => fair.identify(seen),
+    fairTurns: config.fairTurns,
+    quota: { slots: new ClientQuota(), limit: config.quotaImageJobs, retryAfterS: () => common.busy.retryAfterS },
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,

@@ -22,6 +22,8 @@ export interface Config {
   fairClasses: string;
   /** FAIR_CHATS_FIRST as written: class names. */
   fairChatsFirst: string;
+  /** QUOTA_IMAGE_JOBS: 0 = no limit. */
+  quotaImageJobs: number;
   clientsFile: string;
   llmWaitTimeoutMs: number;
   /** 0 = no limit */

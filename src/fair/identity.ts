@@ -15,6 +15,8 @@ export interface ClientRule {
   readonly keyHashes: readonly string[];
   readonly clientIdPrefixes: readonly string[];
   readonly ranges: readonly Range[];
+  /** `images=N`: its own image-job quota (QUOTA_IMAGE_JOBS otherwise). */
+  readonly images?: number;
 }
 
 export interface Identity {
@@ -25,6 +27,8 @@ export interface Identity {
   readonly by: "key" | "client_id" | "address" | "nobody";
   /** True when a CLIENTS_FILE rule named it. */
   readonly known: boolean;
+  /** Its CLIENTS_FILE `images=N`, if any. */
+  readonly images?: number;
 }
 
 export interface Seen {
@@ -48,7 +52,7 @@ export function identify(seen: Seen, rules: readonly ClientRule[]): Identity {
   const keyHash = key === undefined ? undefined : sha256(key);
   if (keyHash !== undefined) {
     const r = rules.find((r) => r.keyHashes.includes(keyHash));
-    if (r) return { client: r.name, cls: r.cls, by: "key", known: true };
+    if (r) return { client: r.name, cls: r.cls, by: "key", known: true, images: r.images };
   }
   const clientId = seen.clientId || undefined;
   if (clientId !== undefined) {
@@ -60,12 +64,12 @@ export function identify(seen: Seen, rules: readonly ClientRule[]): Identity {
           best = r;
           length = p.length;
         }
-    if (best) return { client: best.name, cls: best.cls, by: "client_id", known: true };
+    if (best) return { client: best.name, cls: best.cls, by: "client_id", known: true, images: best.images };
   }
   const ip = seen.address === undefined ? undefined : parseIp(seen.address);
   if (ip) {
     const r = rules.find((r) => r.ranges.some((g) => inRange(ip, g)));
-    if (r) return { client: r.name, cls: r.cls, by: "address", known: true };
+    if (r) return { client: r.name, cls: r.cls, by: "address", known: true, images: r.images };
   }
   if (keyHash !== undefined) return { client: `key-${keyHash.slice(0, 8)}`, cls: DEFAULT_CLASS, by: "key", known: false };
   if (clientId !== undefined) return { client: `comfy-${sha256(clientId).slice(0, 8)}`, cls: DEFAULT_CLASS, by: "client_id", known: false };
@@ -79,8 +83,8 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /**
  * CLIENTS_FILE: one client a line, `name class matcher…`, where a matcher is `key=<API key>`,
- * `client_id=<prefix>` or `cidr=<address>/<bits>` (a bare address is one host); `#` starts a
- * comment line. A name may appear on one line only; `classes` are the known class names.
+ * `client_id=<prefix>` or `cidr=<address>/<bits>` (a bare address is one host), and `images=<N>`
+ * its own image-job quota; `#` starts a comment line. A name may appear on one line only; `classes` are the known class names.
  */
 export function parseClients(text: string, classes: readonly string[]): ParsedClients {
   const rules: ClientRule[] = [];
@@ -97,6 +101,7 @@ export function parseClients(text: string, classes: readonly string[]): ParsedCl
     const keyHashes: string[] = [];
     const clientIdPrefixes: string[] = [];
     const ranges: Range[] = [];
+    let images: number | undefined;
     for (const m of matchers) {
       const eq = m.indexOf("=");
       const what = eq < 0 ? m : m.slice(0, eq);
@@ -109,9 +114,13 @@ export function parseClients(text: string, classes: readonly string[]): ParsedCl
         const r = parseRange(value);
         if (!r) return fail(`client ${name}: "${value}" is not an address range (e.g. 192.168.1.0/24, fd00::/8, 10.0.0.7)`);
         ranges.push(r);
-      } else return fail(`client ${name}: unknown matcher "${what}" (key, client_id or cidr)`);
+      } else if (what === "images") {
+        if (!/^\d{1,6}$/.test(value)) return fail(`client ${name}: images=${value} is not a number of jobs (0 = no limit)`);
+        images = Number(value);
+      } else return fail(`client ${name}: unknown matcher "${what}" (key, client_id, cidr or images)`);
     }
-    rules.push({ name: name!, cls, keyHashes, clientIdPrefixes, ranges });
+    if (keyHashes.length + clientIdPrefixes.length + ranges.length === 0) return fail(`client ${name}: nothing identifies it (key=…, client_id=… or cidr=…)`);
+    rules.push({ name: name!, cls, keyHashes, clientIdPrefixes, ranges, images });
   }
   return { ok: true, rules };
 }

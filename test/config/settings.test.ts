@@ -18,6 +18,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   fairTurns: "boolean",
   fairClasses: "string",
   fairChatsFirst: "string",
+  quotaImageJobs: "number",
   clientsFile: "string",
   llmWaitTimeoutMs: "number",
   llmIdleTimeoutMs: "number",

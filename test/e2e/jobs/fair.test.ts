@@ -77,3 +77,41 @@ describe("fair turns", () => {
     expect((err as Error).message).not.toContain("sk-alice");
   });
 });
+
+describe("quotas", () => {
+  test("QUOTA_IMAGE_JOBS=2: a client's third job waiting is refused on arrival with 429 and Retry-After in ComfyUI's shape; the accepted ones all run; another client is not held to it", async () => {
+    s = await startStack({ comfy: { jobMs: 150 }, env: { QUOTA_IMAGE_JOBS: "2" } });
+    const first = [newPromptId(), newPromptId()].map((id) => submit(s!.t, fromClient(id, "alice-1")));
+    await until(() => sentIds(s!).length === 1 && s!.t.lock.snapshot().imageWaiting === 1, "alice's two jobs accepted");
+    const refusedId = newPromptId();
+    const refused = await submit(s.t, fromClient(refusedId, "alice-1"));
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const body = (await refused.json()) as { error: { type: string; message: string } };
+    expect(body.error.type).toBe("quota_exceeded");
+    expect(body.error.message).toContain("already has 2 image jobs");
+    const bob = await submit(s.t, fromClient(newPromptId(), "bob-1"));
+    expect(bob.status).toBe(200);
+    expect((await Promise.all(first)).map((r) => r.status)).toEqual([200, 200]);
+    await s.t.settled();
+    expect(sentIds(s)).not.toContain(refusedId);
+    expect(s.comfy!.jobs().filter((j) => j.state === "done")).toHaveLength(3);
+    // Once alice's jobs are done, she may send again — even the id that was refused.
+    expect((await submit(s.t, fromClient(refusedId, "alice-1"))).status).toBe(200);
+    await s.t.settled();
+  });
+
+  test("a client's own images=N in CLIENTS_FILE wins over QUOTA_IMAGE_JOBS", async () => {
+    dir = mkdtempSync(join(tmpdir(), "gt-clients-"));
+    const file = join(dir, "clients");
+    writeFileSync(file, "render batch client_id=render- images=1\n");
+    s = await startStack({ comfy: { jobMs: 150 }, env: { QUOTA_IMAGE_JOBS: "5", CLIENTS_FILE: file } });
+    const one = submit(s.t, fromClient(newPromptId(), "render-7"));
+    await until(() => sentIds(s!).length === 1, "render's job sent");
+    const two = await submit(s.t, fromClient(newPromptId(), "render-8"));
+    expect(two.status).toBe(429);
+    expect((await two.json()) as unknown).toMatchObject({ error: { message: expect.stringContaining("client render already has 1 image jobs") } });
+    expect((await one).status).toBe(200);
+    await s.t.settled();
+  });
+});
