@@ -23,6 +23,7 @@ import { fairSetup, type Fair } from "./fair/setup.ts";
 import { ClientQuota } from "./fair/quota.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
+import { createClassMetrics } from "./observe/class-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
@@ -210,6 +211,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
   });
   lock.onEvent((e) => cardMetrics.onLock(e));
+  const classMetrics = createClassMetrics(metrics.registry, fair.classes.map((c) => c.name));
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
@@ -333,6 +335,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
     withExtra((e) => {
+      classMetrics.onJob(e);
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
       if (e.phase === "retrying") suspectDown("comfy");
@@ -358,7 +361,15 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     nudges,
     identify: (seen) => fair.identify(seen),
     fairTurns: config.fairTurns,
-    quota: { slots: new ClientQuota(), limit: config.quotaImageJobs, retryAfterS: () => common.busy.retryAfterS },
+    quota: {
+      slots: new ClientQuota(),
+      limit: config.quotaImageJobs,
+      retryAfterS: () => common.busy.retryAfterS,
+      refused: (who) => {
+        classMetrics.onQuotaRefused(who.cls);
+        log.info(`image job refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
+      },
+    },
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,

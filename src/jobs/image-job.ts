@@ -70,7 +70,7 @@ export interface ImageJobDeps {
   /** FAIR_TURNS: the lock takes waiting jobs in turns across clients (else first come, first served). */
   fairTurns?: boolean;
   /** Image jobs per client (QUOTA_IMAGE_JOBS, or the client's own `images=`); absent = none. */
-  quota?: { readonly slots: ClientQuota; readonly limit: number; retryAfterS(): number };
+  quota?: { readonly slots: ClientQuota; readonly limit: number; retryAfterS(): number; refused(who: Identity): void };
 }
 
 let nextJobId = 1;
@@ -92,6 +92,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const slot = who && deps.quota?.slots.take(who.client, limit);
   if (who && deps.quota && !slot) {
     deps.promptIds.forget(sentId);
+    deps.quota.refused(who);
     const retryAfterS = deps.quota.retryAfterS();
     return errorResponse("comfy", {
       status: 429,
@@ -150,7 +151,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();
-    emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession });
+    emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession, cls: who?.cls });
     await l.ready();
     if (clientSignal.aborted) {
       release("client_gone");

@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BindError } from "../../../src/turnstile.ts";
+import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { startTestTurnstile } from "../../support/turnstile.ts";
 import { callsTo, newPromptId, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
 
@@ -96,6 +97,9 @@ describe("quotas", () => {
     await s.t.settled();
     expect(sentIds(s)).not.toContain(refusedId);
     expect(s.comfy!.jobs().filter((j) => j.state === "done")).toHaveLength(3);
+    const metrics = parseExposition(await (await fetch(`${s.t.comfyUrl}/metrics`)).text());
+    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal" })).toBe(1);
+    expect(sampleValue(metrics, "gpu_turnstile_image_jobs_by_class_total", { client_class: "normal" })).toBe(3);
     // Once alice's jobs are done, she may send again — even the id that was refused.
     expect((await submit(s.t, fromClient(refusedId, "alice-1"))).status).toBe(200);
     await s.t.settled();
