@@ -41,6 +41,7 @@ import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { statusRoutes } from "./status/routes.ts";
+import { placeInLine } from "./status/line.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
 import { HeldJobs } from "./balance/held-jobs.ts";
@@ -303,6 +304,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
       machineHost: steeringHost(config.allowedHosts),
+      // A place in line (issue 30): the lock's order, the busy answer's estimate per jobs ahead.
+      line: (seen) =>
+        placeInLine(lock.imageLine(), (ahead) => (fixedRetryAfter === "auto" ? estimator.retryAfterS(ahead) : fixedRetryAfter), seen && fair.identify(seen).client),
     }),
     llmTracker: status,
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;

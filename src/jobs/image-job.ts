@@ -147,7 +147,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // Taken before every attempt to reach ComfyUI. If ComfyUI is down the attempt fails, the GPU is
   // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
   const acquire = async (): Promise<Hold> => {
-    const l = await sessions.enter(clientSignal, () => unloadOllama(jobId, deps), deps.fairTurns && who ? { client: who.client, cls: who.cls } : undefined);
+    const l = await sessions.enter(clientSignal, () => unloadOllama(jobId, deps), deps.fairTurns && who ? { client: who.client, cls: who.cls, tag: jobId } : undefined);
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();

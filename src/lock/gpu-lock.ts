@@ -1,5 +1,5 @@
 import { FairTurns } from "../fair/turns.ts";
-import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKind, LockEvent, LockSnapshot } from "./types.ts";
+import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKind, LineEntry, LockEvent, LockSnapshot } from "./types.ts";
 
 /**
  * The two-mode, writer-preferring lock of the SPEC: "readers" are LLM requests (any number at
@@ -107,6 +107,14 @@ export class GpuLock {
     };
   }
 
+  /**
+   * The image jobs and leases waiting, in the order they will be taken if nobody joins (fair
+   * turns); a session's per-client limit can let a later one join first.
+   */
+  imageLine(): LineEntry[] {
+    return this.#turns.entries().map((w) => ({ kind: w.kind, client: w.named ? w.client : undefined, cls: w.cls, tag: w.tag }));
+  }
+
   onEvent(listener: (e: LockEvent) => void): () => void {
     // Wrap so the same function can subscribe twice and unsubscribe each independently.
     const entry = (e: LockEvent) => listener(e);
@@ -179,7 +187,7 @@ export class GpuLock {
   #enqueue(queue: Waiter[], kind: LeaseKind, id: number, calledAt: number, signal?: AbortSignal, who?: ImageClient): Promise<Lease> {
     return new Promise<Lease>((resolve, reject) => {
       // One that names no client is a client of its own (first come, first served among those).
-      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined, named: who !== undefined, client: who?.client ?? `#${id}`, cls: who?.cls ?? "" };
+      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined, named: who !== undefined, client: who?.client ?? `#${id}`, cls: who?.cls ?? "", tag: who?.tag };
       if (signal) {
         waiter.onAbort = () => this.#abandon(waiter);
         signal.addEventListener("abort", waiter.onAbort, { once: true });
@@ -417,6 +425,7 @@ interface Waiter {
   readonly named: boolean;
   readonly client: string;
   readonly cls: string;
+  readonly tag: number | undefined;
 }
 
 class GrantedLease implements Lease {

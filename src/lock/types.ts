@@ -53,6 +53,17 @@ export type LockEvent =
 export interface ImageClient {
   readonly client: string;
   readonly cls: string;
+  /** The caller's own number for the waiter (the image job's), returned by imageLine(). */
+  readonly tag?: number;
+}
+
+/** A waiter for the whole card (image job or lease), in the order the lock will take them. */
+export interface LineEntry {
+  readonly kind: LeaseKind;
+  /** Undefined for one that named no client. */
+  readonly client: string | undefined;
+  readonly cls: string;
+  readonly tag: number | undefined;
 }
 
 export interface GpuLockOptions {
