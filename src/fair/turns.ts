@@ -100,13 +100,19 @@ export class FairTurns<T extends Waiter> {
 
   /** Takes the next waiter among those `eligible` allows. */
   take(eligible?: (e: T) => boolean): T | undefined {
-    const i = this.#waiting.findIndex((w) => !eligible || eligible(w.entry));
-    if (i < 0) return undefined;
+    const next = this.peek(eligible);
+    if (next !== undefined) this.taken(next.id);
+    return next;
+  }
+
+  /** A waiter got its turn (the caller chose it, e.g. after `peek`): the virtual time moves on. */
+  taken(id: number): void {
+    const i = this.#waiting.findIndex((w) => w.entry.id === id);
+    if (i < 0) return;
     const [taken] = this.#waiting.splice(i, 1);
     this.#vtime = Math.max(this.#vtime, taken!.start);
     // Forget clients whose last finish the virtual time has reached: their next job starts from it.
     for (const [client, f] of this.#lastFinish) if (f <= this.#vtime) this.#lastFinish.delete(client);
-    return taken!.entry;
   }
 
   /**

@@ -197,11 +197,12 @@ export class GpuLock {
     });
   }
 
-  /** Takes a waiter out of the image queue (granted or gone). */
-  #unqueueImage(waiter: Waiter): void {
+  /** Takes a waiter out of the image queue: its turn (`served`, about to be granted) or gone. */
+  #unqueueImage(waiter: Waiter, served: boolean): void {
     const i = this.#imageQueue.indexOf(waiter);
     if (i >= 0) this.#imageQueue.splice(i, 1);
-    this.#turns.remove(waiter.id);
+    if (served) this.#turns.taken(waiter.id);
+    else this.#turns.remove(waiter.id);
   }
 
   /**
@@ -250,7 +251,7 @@ export class GpuLock {
       if (this.#session) {
         const next = this.#nextImage(this.#session);
         if (next === undefined || !this.#joinable(at)) return;
-        this.#unqueueImage(next);
+        this.#unqueueImage(next, true);
         this.#grant(next, at);
         continue;
       }
@@ -259,7 +260,7 @@ export class GpuLock {
       if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
       // Sessions: LLM requests that called before the oldest image job go first (FIFO between them).
       if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < (this.#oldestBlocking() ?? next).id) return;
-      this.#unqueueImage(next);
+      this.#unqueueImage(next, true);
       if (this.#grant(next, at) && (this.#sessionMaxMs <= 0 || next.kind === "lease")) return;
       // next had aborted without our listener having run yet, or it opened a session others may join.
     }
@@ -319,7 +320,7 @@ export class GpuLock {
       if (session.closing || !this.#joinable(at)) break;
       const next = this.#nextImage(session, leaving);
       if (next === undefined) break;
-      this.#unqueueImage(next);
+      this.#unqueueImage(next, true);
       if ((granted = this.#grant(next, at))) break;
     }
     this.#finish(at);
@@ -350,7 +351,7 @@ export class GpuLock {
     if (waiter.kind === "llm") {
       const i = this.#llmQueue.indexOf(waiter);
       if (i >= 0) this.#llmQueue.splice(i, 1);
-    } else this.#unqueueImage(waiter);
+    } else this.#unqueueImage(waiter, false);
     const at = this.#now();
     const reason = waiter.signal?.reason;
     this.#causes.push({ type: "abandoned", kind: waiter.kind, waitedMs: at - waiter.calledAt, reason, id: waiter.id });

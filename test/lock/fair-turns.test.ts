@@ -40,6 +40,26 @@ describe("without sessions", () => {
     expect(r.order).toEqual(["a1", "b1", "a2", "a3", "a4", "a5"]);
   });
 
+  test("a client that comes later takes turns with the batch: its jobs do not all go first", async () => {
+    const lock = new GpuLock({ now: fakeClock().now });
+    const chat = lock.tryAcquireLLM()!;
+    const r = recorder();
+    for (let i = 1; i <= 6; i++) r.ask(lock, `a${i}`, A);
+    chat.release();
+    for (let n = 0; n < 3; n++) {
+      await flush();
+      r.leases.get(r.order.at(-1)!)!.release();
+    }
+    await flush();
+    expect(r.order).toEqual(["a1", "a2", "a3", "a4"]);
+    for (let i = 1; i <= 3; i++) r.ask(lock, `b${i}`, B);
+    for (let n = 0; n < 6; n++) {
+      r.leases.get(r.order.at(-1)!)!.release();
+      await flush();
+    }
+    expect(r.order).toEqual(["a1", "a2", "a3", "a4", "b1", "a5", "b2", "a6", "b3"]);
+  });
+
   test("jobs that name no client keep call order among themselves", async () => {
     const lock = new GpuLock({ now: fakeClock().now });
     const chat = lock.tryAcquireLLM()!;
