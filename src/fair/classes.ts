@@ -7,8 +7,6 @@
 import type { TurnClass } from "./turns.ts";
 import { DEFAULT_CLASS } from "./identity.ts";
 
-export const DEFAULT_CLASSES = "interactive:4,normal:2,batch:1";
-
 export type ParsedClasses = { ok: true; classes: TurnClass[] } | { ok: false; message: string };
 
 export function parseClasses(text: string): ParsedClasses {

@@ -3,10 +3,10 @@ import { parseClasses } from "./classes.ts";
 import { identify, parseClients, type Identity, type Seen } from "./identity.ts";
 import type { TurnClass } from "./turns.ts";
 
+const DEFAULT_CHATS_FIRST = "batch";
+
 export interface Fair {
   readonly classes: readonly TurnClass[];
-  /** How many clients CLIENTS_FILE names. */
-  readonly named: number;
   identify(seen: Seen): Identity;
 }
 
@@ -20,10 +20,11 @@ export function fairSetup(
   if (!c.ok) return { ok: false, message: `FAIR_CLASSES: ${c.message}` };
   const chatsFirst = settings.fairChatsFirst.split(",").map((x) => x.trim()).filter(Boolean);
   const unknown = chatsFirst.find((n) => !c.classes.some((k) => k.name === n));
-  if (unknown) return { ok: false, message: `FAIR_CHATS_FIRST: "${unknown}" is not a class of FAIR_CLASSES (${c.classes.map((k) => k.name).join(", ")})` };
+  // The default (batch) names a class a FAIR_CLASSES of one's own may not have: then it means none.
+  if (unknown && settings.fairChatsFirst.trim() !== DEFAULT_CHATS_FIRST) return { ok: false, message: `FAIR_CHATS_FIRST: "${unknown}" is not a class of FAIR_CLASSES (${c.classes.map((k) => k.name).join(", ")})` };
   const classes = c.classes.map((k) => (chatsFirst.includes(k.name) ? { ...k, chatsFirst: true } : k));
   const p = parseClients(clientsText ?? "", c.classes.map((k) => k.name));
   if (!p.ok) return { ok: false, message: `CLIENTS_FILE ${clientsFile} line ${p.line}: ${p.message}` };
   const rules = p.rules;
-  return { ok: true, fair: { classes, named: rules.length, identify: (seen) => identify(seen, rules) } };
+  return { ok: true, fair: { classes, identify: (seen) => identify(seen, rules) } };
 }

@@ -78,6 +78,9 @@ describe("fairSetup", () => {
     expect(ok.ok && ok.fair.classes.filter((c) => c.chatsFirst).map((c) => c.name)).toEqual(["batch"]);
     expect(ok.ok && ok.fair.identify({ address: "10.0.0.1" })).toMatchObject({ client: "n", cls: "batch" });
     expect(fairSetup({ ...base, fairChatsFirst: "bulk" }, undefined)).toEqual({ ok: false, message: 'FAIR_CHATS_FIRST: "bulk" is not a class of FAIR_CLASSES (interactive, normal, batch)' });
+    // FAIR_CHATS_FIRST left at its default with classes of one's own that have no batch: none give way.
+    const own = fairSetup({ ...base, fairClasses: "fast:3,normal:1" }, undefined);
+    expect(own.ok && own.fair.classes.some((c) => c.chatsFirst)).toBe(false);
     expect(fairSetup(base, "x vip cidr=10.0.0.1\n")).toMatchObject({ ok: false, message: expect.stringContaining("CLIENTS_FILE /etc/clients line 1:") });
   });
 });
