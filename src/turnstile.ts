@@ -21,6 +21,7 @@ import { SharedQueue } from "./jobs/queue-share.ts";
 import { GpuLock } from "./lock/index.ts";
 import { fairSetup, type Fair } from "./fair/setup.ts";
 import { ClientQuota } from "./fair/quota.ts";
+import type { LlmQuota } from "./proxy/llm-quota.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createClassMetrics } from "./observe/class-metrics.ts";
@@ -370,7 +371,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       limit: config.quotaImageJobs,
       retryAfterS: () => common.busy.retryAfterS,
       refused: (who) => {
-        classMetrics.onQuotaRefused(who.cls);
+        classMetrics.onQuotaRefused(who.cls, "image");
         log.info(`image job refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
       },
     },
@@ -386,6 +387,27 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       warmModel: config.warmModel,
       warmTimeoutMs: config.warmTimeoutMs,
       retry,
+    },
+  };
+
+  // Concurrent LLM requests per client (issue 30): never on the nested listener (part of an image job).
+  const llmSlots = new ClientQuota();
+  const llmQuota: LlmQuota | undefined = !(config.quotaLlmRequests > 0 || fair.llmQuotas) ? undefined : {
+    take: (req, clientIp) => {
+      const who = fair.identify({ authorization: req.headers.get("authorization"), address: clientIp });
+      const limit = who.llm ?? config.quotaLlmRequests;
+      const slot = llmSlots.take(who.client, limit);
+      if (slot) return slot;
+      classMetrics.onQuotaRefused(who.cls, "llm");
+      log.info(`LLM request refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
+      const retryAfterS = common.busy.retryAfterS;
+      return {
+        refused: {
+          type: "quota_exceeded",
+          message: `gpu-turnstile: client ${who.client} already has ${limit} LLM requests waiting or running (its quota); retry in ${retryAfterS} s`,
+          headers: { "retry-after": String(retryAfterS) },
+        },
+      };
     },
   };
 
@@ -445,7 +467,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && ((path: string, body: Uint8Array, scanned: string | undefined) => noGpuReason(path, body, scanned, ollama.abilities));
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu });
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu, llmQuota });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
       start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });

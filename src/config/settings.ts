@@ -161,12 +161,21 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Most image jobs one client may have waiting or running at once (a client's own images=N in CLIENTS_FILE wins); past it a new one is refused on arrival with 429 and Retry-After, never one already accepted; 0 = no limit.",
   },
   {
+    key: "QUOTA_LLM_REQUESTS",
+    field: "quotaLlmRequests",
+    default: "0",
+    kind: "int",
+    min: 0,
+    max: 100_000,
+    doc: "Most LLM requests one client may have waiting or running at once (a client's own llm=N in CLIENTS_FILE wins); past it a new one is refused on arrival with 429 and Retry-After in its API's shape; 0 = no limit.",
+  },
+  {
     key: "CLIENTS_FILE",
     field: "clientsFile",
     default: "",
     defaultDoc: "_(empty = none)_",
     kind: "string",
-    doc: "A file naming clients, one a line: `name class key=<API key> client_id=<prefix> cidr=<range> images=<quota>` (any of the first three, repeatable); empty = clients are named by a hash of their key or client_id, or by their address, all in class normal. Keys are kept only as hashes and never shown.",
+    doc: "A file naming clients, one a line: `name class key=<API key> client_id=<prefix> cidr=<range> images=<quota> llm=<quota>` (any of the first three, repeatable); empty = clients are named by a hash of their key or client_id, or by their address, all in class normal. Keys are kept only as hashes and never shown.",
   },
   {
     key: "LLM_WAIT_TIMEOUT",

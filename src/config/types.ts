@@ -24,6 +24,8 @@ export interface Config {
   fairChatsFirst: string;
   /** QUOTA_IMAGE_JOBS: 0 = no limit. */
   quotaImageJobs: number;
+  /** QUOTA_LLM_REQUESTS: 0 = no limit. */
+  quotaLlmRequests: number;
   clientsFile: string;
   llmWaitTimeoutMs: number;
   /** 0 = no limit */

@@ -7,6 +7,8 @@ const DEFAULT_CHATS_FIRST = "batch";
 
 export interface Fair {
   readonly classes: readonly TurnClass[];
+  /** Some client of CLIENTS_FILE has its own LLM quota (`llm=N`). */
+  readonly llmQuotas: boolean;
   identify(seen: Seen): Identity;
 }
 
@@ -26,5 +28,5 @@ export function fairSetup(
   const p = parseClients(clientsText ?? "", c.classes.map((k) => k.name));
   if (!p.ok) return { ok: false, message: `CLIENTS_FILE ${clientsFile} line ${p.line}: ${p.message}` };
   const rules = p.rules;
-  return { ok: true, fair: { classes, identify: (seen) => identify(seen, rules) } };
+  return { ok: true, fair: { classes, llmQuotas: rules.some((r) => (r.llm ?? 0) > 0), identify: (seen) => identify(seen, rules) } };
 }

@@ -8,10 +8,11 @@ import type { Registry } from "./metrics.ts";
 import { LONG_BUCKETS } from "./turnstile-metrics.ts";
 
 type Label = { client_class: string };
+export type QuotaKind = "image" | "llm";
 
 export interface ClassMetrics {
   onJob(e: ImageJobEvent): void;
-  onQuotaRefused(cls: string): void;
+  onQuotaRefused(cls: string, kind: QuotaKind): void;
 }
 
 export function createClassMetrics(registry: Registry, classes: readonly string[]): ClassMetrics {
@@ -30,11 +31,11 @@ export function createClassMetrics(registry: Registry, classes: readonly string[
     labelNames: ["client_class"],
     initLabels,
   });
-  const refused = registry.counter<Label>({
+  const refused = registry.counter<Label & { kind: QuotaKind }>({
     name: "gpu_turnstile_quota_refusals_total",
-    help: "Image jobs refused on arrival because their client was at its quota (429), by its class.",
-    labelNames: ["client_class"],
-    initLabels,
+    help: "Requests refused on arrival because their client was at its quota (429), by its class and kind (image jobs, LLM requests).",
+    labelNames: ["client_class", "kind"],
+    initLabels: classes.flatMap((client_class) => (["image", "llm"] as const).map((kind) => ({ client_class, kind }))),
   });
   // A class not in the table (cannot happen from identify()) would make a new series: kept out.
   const label = (cls: string | undefined): Label | undefined => (cls !== undefined && known.has(cls) ? { client_class: cls } : undefined);
@@ -46,9 +47,9 @@ export function createClassMetrics(registry: Registry, classes: readonly string[
       wait.observe(l, e.waitedMs / 1000);
       served.inc(l);
     },
-    onQuotaRefused(cls) {
+    onQuotaRefused(cls, kind) {
       const l = label(cls);
-      if (l) refused.inc(l);
+      if (l) refused.inc({ ...l, kind });
     },
   };
 }

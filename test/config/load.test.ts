@@ -379,6 +379,7 @@ describe("describeConfig", () => {
       "FAIR_CLASSES=interactive:4,normal:2,batch:1",
       "FAIR_CHATS_FIRST=batch",
       "QUOTA_IMAGE_JOBS=0",
+      "QUOTA_LLM_REQUESTS=0",
       "CLIENTS_FILE=",
       "LLM_WAIT_TIMEOUT=10m0s",
       "LLM_IDLE_TIMEOUT=5m0s",

@@ -19,6 +19,7 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   fairClasses: "string",
   fairChatsFirst: "string",
   quotaImageJobs: "number",
+  quotaLlmRequests: "number",
   clientsFile: "string",
   llmWaitTimeoutMs: "number",
   llmIdleTimeoutMs: "number",

@@ -98,7 +98,7 @@ describe("quotas", () => {
     expect(sentIds(s)).not.toContain(refusedId);
     expect(s.comfy!.jobs().filter((j) => j.state === "done")).toHaveLength(3);
     const metrics = parseExposition(await (await fetch(`${s.t.comfyUrl}/metrics`)).text());
-    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal" })).toBe(1);
+    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "image" })).toBe(1);
     expect(sampleValue(metrics, "gpu_turnstile_image_jobs_by_class_total", { client_class: "normal" })).toBe(3);
     // Once alice's jobs are done, she may send again — even the id that was refused.
     expect((await submit(s.t, fromClient(refusedId, "alice-1"))).status).toBe(200);
@@ -117,5 +117,37 @@ describe("quotas", () => {
     expect((await two.json()) as unknown).toMatchObject({ error: { message: expect.stringContaining("client render already has 1 image jobs") } });
     expect((await one).status).toBe(200);
     await s.t.settled();
+  });
+});
+
+describe("LLM quota", () => {
+  test("QUOTA_LLM_REQUESTS=1: a client's second chat while its first streams gets 429 in Ollama's and OpenAI's shapes; another key is not held to it; the slot comes back at the end", async () => {
+    s = await startStack({ ollama: { tokenDelayMs: 40, tokens: 20 }, env: { QUOTA_LLM_REQUESTS: "1" } });
+    const headers = (key: string) => ({ "content-type": "application/json", authorization: `Bearer ${key}` });
+    const chatBody = JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] });
+    const first = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
+    const reader = first.body!.getReader();
+    expect((await reader.read()).done).toBe(false);
+    const second = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
+    expect(second.status).toBe(429);
+    expect(Number(second.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    const ollamaShape = (await second.json()) as { error: string };
+    expect(ollamaShape.error).toContain("already has 1 LLM requests");
+    expect(ollamaShape.error).not.toContain("sk-alice");
+    const openai = await fetch(`${s.t.ollamaUrl}/v1/chat/completions`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
+    expect(openai.status).toBe(429);
+    expect(((await openai.json()) as { error: { type: string } }).error.type).toBe("quota_exceeded");
+    const other = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-bob-0002"), body: chatBody });
+    expect(other.status).toBe(200);
+    await other.text();
+    while (!(await reader.read()).done) {
+      // the first chat's slot is given back once its answer was read to the end
+    }
+    await until(() => s!.t.lock.snapshot().llmInflight === 0, "the first chat's slot given back");
+    const third = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
+    expect(third.status).toBe(200);
+    await third.text();
+    const metrics = parseExposition(await (await fetch(`${s.t.ollamaUrl}/metrics`)).text());
+    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "llm" })).toBe(2);
   });
 });
