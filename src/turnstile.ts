@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { hostname, networkInterfaces } from "node:os";
 import { ComfyClient } from "./comfy/client.ts";
 import { redactUrl } from "./config/redact.ts";
+import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
@@ -18,6 +19,8 @@ import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
 import { PromptIds } from "./jobs/prompt-ids.ts";
 import { SharedQueue } from "./jobs/queue-share.ts";
+import { HeldPrompts } from "./jobs/held-prompts.ts";
+import { JobStarts } from "./jobs/job-starts.ts";
 import { GpuLock } from "./lock/index.ts";
 import { fairSetup, type Fair } from "./fair/setup.ts";
 import { ClientQuota } from "./fair/quota.ts";
@@ -28,24 +31,30 @@ import { createClassMetrics } from "./observe/class-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import { OllamaClient } from "./ollama/client.ts";
-import { noGpuReason } from "./ollama/gpu-free.ts";
+import { noGpuRule } from "./ollama/no-gpu-rule.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
 import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
+import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
+import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
+import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
+import { startLlmDrainBound } from "./proxy/llm-drain.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
+import { parseTrustedProxies } from "./status/auth.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { placeInLine } from "./status/line.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
 import { HeldJobs } from "./balance/held-jobs.ts";
+import { withWaitingLeases } from "./balance/comfy-queue.ts";
 import { agentLine, readiness } from "./balance/readiness.ts";
 import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
@@ -120,8 +129,14 @@ function bindOrSay<T>(key: string, listen: string, bind: () => T): T {
 function bindError(key: string, listen: string, err: unknown): BindError {
   const where = `${key} ${listen.trim()}`;
   switch ((err as { code?: unknown } | null)?.code) {
-    case "EADDRINUSE":
+    case "EADDRINUSE": {
+      // Bun says EADDRINUSE, too, for a host name it cannot bind (one that does not resolve, or not here).
+      const host = parseListen(listen).hostname;
+      if (host !== undefined && host !== "localhost" && !isIpLiteral(host)) {
+        return new BindError(`${where}: cannot listen: the port is in use (another gpu-turnstile?) or ${host} is not an address of this machine`);
+      }
       return new BindError(`${where} is already in use (another gpu-turnstile?)`);
+    }
     case "EACCES":
       return new BindError(`${where}: permission denied (ports below 1024 need privileges)`);
     case "EADDRNOTAVAIL":
@@ -226,6 +241,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
   if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
+  // Said when first seen (at start) and if ComfyUI comes back on another kind of device.
+  if (comfy) {
+    comfy.onSharedMemory = (device) =>
+      device
+        ? log.notice(`ComfyUI runs on ${device}: its memory is the system's, so its release after /free is not measured; the card is handed on once /free is answered and ComfyUI's queue is empty`, { device })
+        : log.notice("ComfyUI runs on a card with memory of its own: its release after /free is measured again");
+  }
   // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
   const cardRefresh = new CardRefresh({
     read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
@@ -254,6 +276,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     max5xxRetries: MAX_5XX_RETRIES,
     retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
+  const drainBound = formatDuration(config.llmDrainTimeoutMs);
+  const stopDrainBound = startLlmDrainBound({
+    lock,
+    llm: llmWatches,
+    boundMs: config.llmDrainTimeoutMs,
+    bound: drainBound,
+    onCut: ({ cut }) => log.warn(`an image job waited LLM_DRAIN_TIMEOUT (${drainBound}) for running LLM requests: ${cut} cut`, { llm_cut: cut }),
+  });
   // STATE_DIR is empty only where the CLI did not resolve it (tests, the demo): leases end with the process.
   const leaseFile = config.stateDir ? new LeaseFile(config.stateDir, config, log) : undefined;
   const steering = new Steering({
@@ -301,6 +331,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       model: status,
       hub,
       adminToken: config.adminToken,
+      trustedProxies: parseTrustedProxies(config.trustedProxies),
       steering,
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
@@ -310,6 +341,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         placeInLine(lock.imageLine(), (ahead) => (fixedRetryAfter === "auto" ? estimator.retryAfterS(ahead) : fixedRetryAfter), seen && fair.identify(seen).client),
     }),
     llmTracker: status,
+    inflater: new ZstdInflater(INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, {
+      full: (r) => log.warn("zstd request bodies wait for their turn to be inflated: the inflate budget is spoken for", { waiting: r.waiting, budget_bytes: r.budgetBytes }),
+    }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
   const readyzDeps: ReadyzDeps = {
     lock: () => lock.snapshot(),
@@ -337,8 +371,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       else if (e.from === "image" || e.from === "lease") handoff.arm();
     });
   }
+  // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
+  const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
       classMetrics.onJob(e);
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
@@ -348,6 +384,21 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27),
+  // numbered after every job ComfyUI has had (its last one is read when first needed).
+  const heldPrompts = new HeldPrompts(comfy && (() => comfy.lastNumber()));
+  // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
+  const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
+  const live =
+    comfy &&
+    new ComfyLiveSocket({
+      base: comfy.base,
+      onNews: hear,
+      connectTimeoutMs: config.probeTimeoutMs,
+      backoffInitialMs: config.backoffInitialMs,
+      backoffMaxMs: config.backoffMaxMs,
+      onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
+    });
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
@@ -364,6 +415,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges,
+    held: heldPrompts,
+    starts: jobStarts,
     identify: (seen) => fair.identify(seen),
     fairTurns: config.fairTurns,
     quota: {
@@ -423,6 +476,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
+  const sweeps: (() => void)[] = [];
   let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
@@ -444,15 +498,27 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
-      observeWs: name === "comfy" ? (clientId, frame) => status.onComfyFrame(clientId, frame) : undefined,
+      observeWs:
+        name === "comfy"
+          ? (clientId, frame) => {
+              status.onComfyFrame(clientId, frame);
+              hear(comfyNews(frame));
+            }
+          : undefined,
       onWebsocket: (r) => {
         metrics.requests.inc({ listener: name, class: "ws", status: r.ok ? "101" : "502" });
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
         else log.info(`websocket ${r.path} relayed`);
       },
+      onWsOverflow: (r) => log.warn(`websocket ${r.path} closed (1008): the client did not read what ComfyUI sent it (more than ${WS_CLIENT_BACKLOG_BYTES >> 20} MiB waiting)`, { backlog_bytes: r.backlogBytes }),
     }));
     serving = server;
     servers.push({ name, server });
+    sweeps.push(
+      sweepIdleConnections(server, server.activity, config.clientIdleTimeoutMs, (n) =>
+        log.info(`${name} listener closed ${n} client connection(s) idle for up to CLIENT_IDLE_TIMEOUT (${formatDuration(config.clientIdleTimeoutMs)})`, { closed: n }),
+      ),
+    );
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
@@ -466,17 +532,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   try {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
-    const noGpu = ollama && ((path: string, body: Uint8Array, scanned: string | undefined) => noGpuReason(path, body, scanned, ollama.abilities));
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu, llmQuota });
+    const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, llmQuota });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
-      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu, nested });
+      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, nested });
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
-    const heldImageJobs = () => lock.snapshot().imageWaiting + held.unsent;
+    const heldImageJobs = () => withWaitingLeases(heldPrompts, steering.waiting().length);
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
@@ -484,6 +550,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
   } catch (err) {
     for (const s of servers) s.server.stop(true);
+    live?.stop();
+    stopDrainBound();
+    for (const stop of sweeps) stop();
     throw err;
   }
 
@@ -554,9 +623,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
     async stop(timeoutMs = config.shutdownTimeoutMs) {
       monitor.stop();
+      live?.stop();
       steering.stop();
+      stopDrainBound();
       agent?.stop(true);
       hub.closeAll();
+      for (const stop of sweeps) stop();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }

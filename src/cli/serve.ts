@@ -16,6 +16,7 @@ import { claimSocket, thisSystem } from "../runtime/claim-socket.ts";
 import { isCompiled } from "../runtime/compiled.ts";
 import { useColor } from "../runtime/color.ts";
 import { ensureFetchLimit } from "../runtime/fetch-limit.ts";
+import { resolveHost } from "../runtime/resolve-host.ts";
 import type { ServiceHost } from "../service/index.ts";
 import { reportStatus } from "../service/notify-status.ts";
 import { BindError, startTurnstile, type Turnstile } from "../turnstile.ts";
@@ -173,6 +174,7 @@ async function claimOrExit(opts: ServeOptions, l: Loaded): Promise<CardClaim> {
       pid: process.pid,
       listening: [config.ollamaUrl && config.listenOllama, config.comfyUrl && config.listenComfy].filter((x) => x !== ""),
       machine: { name: hostname(), addresses: Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address)) },
+      resolve: resolveHost,
     });
     if (r.ok) return r.claim;
     problem = r.message;

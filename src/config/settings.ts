@@ -185,12 +185,28 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Longest an LLM request waits for the GPU before it gets a 503 (wait mode).",
   },
   {
+    key: "LLM_DRAIN_TIMEOUT",
+    field: "llmDrainTimeoutMs",
+    default: "5m",
+    kind: "duration",
+    allowZero: true,
+    doc: "Longest running LLM requests may keep the GPU from an image job (or lease) that waits for them; past it they are cut, as a force-release cuts them, and it is logged; a stream that keeps streaming is ended too; 0 = no limit.",
+  },
+  {
     key: "LLM_IDLE_TIMEOUT",
     field: "llmIdleTimeoutMs",
     default: "5m",
     kind: "duration",
     allowZero: true,
     doc: "An LLM request that holds the GPU while no byte moves (request body, upstream answer, client reading) for this long is ended and its slot freed; the default leaves room for a large model loading before its first token; 0 = no limit.",
+  },
+  {
+    key: "CLIENT_IDLE_TIMEOUT",
+    field: "clientIdleTimeoutMs",
+    default: "1m",
+    kind: "duration",
+    allowZero: true,
+    doc: "Client connections with no request in flight (kept alive between requests) are closed this often, so idle sockets cannot pile up; a request waiting for the GPU, a stream and a /ws relay are never cut; 0 = never.",
   },
   {
     key: "LLM_BUSY_MODE",
@@ -269,7 +285,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "freePollIntervalMs",
     default: "250ms",
     kind: "duration",
-    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back.",
+    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back (every 20 ms at most in the first second, when ComfyUI's worker usually unloads).",
   },
   {
     key: "PROBE_TIMEOUT",
@@ -360,7 +376,7 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "",
     defaultDoc: "_(empty = the service's state folder)_",
     kind: "string",
-    doc: "Folder for what must outlive a restart (the GPU lease); empty = systemd's $STATE_DIRECTORY, %ProgramData%\\gpu-turnstile on Windows, else gpu-turnstile-state beside the config file (~/.local/state/gpu-turnstile when there is none).",
+    doc: "Folder for what must outlive a restart (the GPU lease, when running image jobs began); empty = systemd's $STATE_DIRECTORY, %ProgramData%\\gpu-turnstile on Windows, else gpu-turnstile-state beside the config file (~/.local/state/gpu-turnstile when there is none).",
   },
   {
     key: "ADMIN_TOKEN",
@@ -372,6 +388,16 @@ export const SETTINGS: readonly SettingDef[] = [
     pattern: /^[\x21-\x7e]{16,}$/,
     expected: "at least 16 printable characters without spaces",
     doc: "Bearer token that lets clients other than loopback see client addresses under /turnstile/ (and steer the GPU); a wrong token is refused even from loopback.",
+  },
+  {
+    key: "TRUSTED_PROXIES",
+    field: "trustedProxies",
+    default: "",
+    defaultDoc: "_(empty = none)_",
+    kind: "string",
+    pattern: /^\s*((127(\.[0-9]{1,3}){3}|\[?::1\]?)(\s*,\s*(127(\.[0-9]{1,3}){3}|\[?::1\]?))*)?\s*$/,
+    expected: "comma-separated loopback addresses (127.x.x.x or ::1) of proxies on this machine",
+    doc: "Loopback addresses of a reverse proxy on this machine (nginx, HAProxy) whose X-Forwarded-For / X-Real-IP / Forwarded headers are believed. A request that carries one of them is never a loopback client for steering unless it comes from a proxy named here and every such header names a loopback client at its last hop; name only a proxy that writes them itself.",
   },
   {
     key: "CARD_NAME",

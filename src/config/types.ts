@@ -30,6 +30,8 @@ export interface Config {
   llmWaitTimeoutMs: number;
   /** 0 = no limit */
   llmIdleTimeoutMs: number;
+  clientIdleTimeoutMs: number;
+  llmDrainTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
   /** "auto" = estimated per answer (jobs/busy-estimate.ts) */
@@ -60,6 +62,8 @@ export interface Config {
   /** "" = the default folder, resolved at start by defaultStateDir (config/state-dir.ts) */
   stateDir: string;
   adminToken: string;
+  /** TRUSTED_PROXIES as written; "" = none */
+  trustedProxies: string;
   /** "" = the host name (resolved at start) */
   cardName: string;
   /** "" = no agent-check port */

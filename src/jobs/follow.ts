@@ -108,7 +108,8 @@ export function placeOf(q: QueueView, promptId: string): Place {
  * has shown it has no jobs API.
  */
 async function sight(comfy: ComfyClient, promptId: string, opts: FollowOptions, since: number, jobsApi: { on: boolean }): Promise<Sighting> {
-  const notBefore = Math.max(since, performance.now() - opts.pollMs / 2);
+  // Never a read from before ComfyUI announced a change: it would not show the change.
+  const notBefore = Math.max(since, performance.now() - opts.pollMs / 2, opts.nudges?.announcedAt(promptId) ?? 0);
   const readQueue = () => (opts.queue ? opts.queue.read(notBefore) : comfy.queue().catch(() => undefined));
   if (jobsApi.on) {
     const job = await comfy.job(promptId).catch(() => undefined);
@@ -166,7 +167,10 @@ export async function followJob(comfy: ComfyClient, promptId: string, opts: Foll
   try {
     for (;;) {
       const named = opts.nudges?.takeNamed(promptId) ?? false;
-      const s = await sight(comfy, promptId, opts, since, jobsApi);
+      // A job a client named (its queue edit was answered before the nudge) is judged on reads
+      // made after it: a shared /queue read from before the delete still shows it pending, and
+      // with the mark spent on that read the job was later missed twice and called lost.
+      const s = await sight(comfy, promptId, opts, named ? performance.now() : since, jobsApi);
       if (s.place) opts.onPlace?.(s.place);
       const end = watch.see({ ...s, named }, performance.now());
       if (end) return { end, place: s.place };

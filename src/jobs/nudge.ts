@@ -17,6 +17,10 @@ export class Nudges {
   readonly #followed = new Map<string, Set<() => void>>();
   readonly #bursts = new Map<string, number>();
   readonly #named = new Set<string>();
+  /** When ComfyUI last announced news of each followed job (comfy/live-socket.ts). */
+  readonly #announced = new Map<string, number>();
+  /** Announced while its follower was not asleep: its next wait returns at once. */
+  readonly #unheard = new Set<string>();
 
   /** Wake the followers of these prompt ids (or all of them). */
   nudge(target: NudgeTarget): void {
@@ -36,6 +40,26 @@ export class Nudges {
     return this.#named.delete(id);
   }
 
+  /**
+   * ComfyUI announced a change (issue 27): its queue changed (`all`), or a job it names ended.
+   * Those followers look again at once, with reads made after this moment; the jobs are not
+   * named as removed (history stays the proof of how they ended).
+   */
+  announce(target: NudgeTarget, at = performance.now()): void {
+    const ids = target === "all" ? [...this.#followed.keys()] : target.filter((id) => this.#followed.has(id));
+    for (const id of ids) {
+      this.#announced.set(id, at);
+      const waiters = this.#followed.get(id)!;
+      if (waiters.size === 0) this.#unheard.add(id);
+      for (const wake of waiters) wake();
+    }
+  }
+
+  /** When ComfyUI last announced news of `id`: a /queue read started before then may not show it. */
+  announcedAt(id: string): number {
+    return this.#announced.get(id) ?? 0;
+  }
+
   /** Starts following `id`; call `end` when done. */
   follow(id: string): void {
     if (!this.#followed.has(id)) this.#followed.set(id, new Set());
@@ -45,6 +69,8 @@ export class Nudges {
     this.#followed.delete(id);
     this.#bursts.delete(id);
     this.#named.delete(id);
+    this.#announced.delete(id);
+    this.#unheard.delete(id);
   }
 
   /** Sleep up to `ms` (less while a nudge's burst lasts); a nudge ends the sleep at once. */
@@ -61,6 +87,7 @@ export class Nudges {
     }
     const waiters = this.#followed.get(id);
     if (!waiters) return new Promise((resolve) => setTimeout(resolve, delay));
+    if (this.#unheard.delete(id)) return Promise.resolve();
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);

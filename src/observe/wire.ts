@@ -185,8 +185,10 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
           free_ms: msField(e.durationMs),
           vram_before_bytes: e.vramBefore,
           vram_after_bytes: e.vramAfter,
+          device: e.shared,
         };
-        if (e.released) log.info(`image job ${e.jobId}: ComfyUI memory released`, fields);
+        if (e.released && e.shared) log.info(`image job ${e.jobId}: ComfyUI freed (its memory is the system's: /free answered, queue empty)`, fields);
+        else if (e.released) log.info(`image job ${e.jobId}: ComfyUI memory released`, fields);
         else log.warn(`image job ${e.jobId}: ComfyUI memory release not confirmed`, { ...fields, reason: e.error });
         return;
       }

@@ -4,6 +4,8 @@
  *
  * - `cloud`: the model is a cloud model (`gpt-oss:120b-cloud`, `kimi-k2:1t:cloud`). Ollama sends
  *   the request on to ollama.com and loads nothing (server/cloud_proxy.go, modelref.ParseRef).
+ *   The name only makes it a candidate: anybody can `ollama cp` a local model to a `-cloud` name,
+ *   so it passes only once Ollama says that model is remote (remote-models.ts).
  * - `unload`: `/api/generate` with no prompt or `/api/chat` with no messages, and `keep_alive` 0.
  *   Ollama only expires the runner (O2). A load request (keep_alive not 0) uses the GPU.
  *
@@ -17,6 +19,9 @@
  */
 
 export type NoGpuReason = "cloud" | "unload";
+
+/** What the body says: an unload, or a cloud-looking model (named as Ollama reads it) for Ollama to confirm. */
+export type NoGpuCandidate = { reason: "unload" } | { reason: "cloud"; model: string };
 
 /** What the running Ollama does, from its version: older ones load where newer ones do not. */
 export interface OllamaAbilities {
@@ -58,10 +63,10 @@ const CLOUD_TAIL = /cloud[\t\n\v\f\r ]*$/i;
 const UNLOAD_BODY_MAX = 512;
 
 /**
- * Why `body` (decoded, on the routed `path`) uses no local GPU, or undefined when it may.
+ * Why `body` (decoded, on the routed `path`) may use no local GPU, or undefined when it may.
  * `scanned`: the first model name the streaming scan found, the cheap pre-check for the cloud rule.
  */
-export function noGpuReason(path: string, body: Uint8Array, scanned: string | undefined, can: OllamaAbilities): NoGpuReason | undefined {
+export function noGpuReason(path: string, body: Uint8Array, scanned: string | undefined, can: OllamaAbilities): NoGpuCandidate | undefined {
   // A regex test, not toLowerCase(): the usual chat pays no allocation here.
   const cloudCandidate = can.cloud && scanned !== undefined && CLOUD_TAIL.test(scanned);
   const unloadPath = path === "/api/generate" ? "prompt" : path === "/api/chat" ? "messages" : undefined;
@@ -69,18 +74,19 @@ export function noGpuReason(path: string, body: Uint8Array, scanned: string | un
   if (!cloudCandidate && !unloadCandidate) return undefined;
   const fields = goFields(body);
   if (!fields) return undefined;
-  if (cloudCandidate && isCloudRequest(fields)) return "cloud";
-  if (unloadCandidate && isUnload(fields, unloadPath!)) return "unload";
+  const cloud = cloudCandidate ? cloudRequest(fields) : undefined;
+  if (cloud !== undefined) return { reason: "cloud", model: cloud };
+  if (unloadCandidate && isUnload(fields, unloadPath!)) return { reason: "unload" };
   return undefined;
 }
 
 /**
- * The model is a cloud name. Ollama's /v1 middleware reads the exact key `model`, its handlers
- * the folded one: with one such key (goFields refuses two) both read the same.
+ * The model, when it is a cloud name. Ollama's /v1 middleware reads the exact key `model`, its
+ * handlers the folded one: with one such key (goFields refuses two) both read the same.
  */
-function isCloudRequest(fields: Map<string, unknown>): boolean {
+function cloudRequest(fields: Map<string, unknown>): string | undefined {
   const model = fields.get("MODEL");
-  return typeof model === "string" && isCloudModel(model);
+  return typeof model === "string" && isCloudModel(model) ? model : undefined;
 }
 
 function isUnload(fields: Map<string, unknown>, what: "prompt" | "messages"): boolean {
@@ -173,8 +179,7 @@ function topLevelKeys(text: string): string[] {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
-      let j = i + 1;
-      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+      const j = stringEnd(text, i + 1);
       if (depth === 1 && expectKey) {
         keys.push(JSON.parse(text.slice(i, j + 1)) as string);
         expectKey = false;
@@ -187,6 +192,19 @@ function topLevelKeys(text: string): string[] {
     else if (c === 0x2c /* , */ && depth === 1) expectKey = true;
   }
   return keys;
+}
+
+/**
+ * The closing quote of the string whose contents start at `from`: found with indexOf, not a loop
+ * over every character, since a 20 MiB prompt is one string (issue 26). A quote after an odd run
+ * of backslashes is escaped.
+ */
+function stringEnd(text: string, from: number): number {
+  for (let q = text.indexOf('"', from); ; q = text.indexOf('"', q + 1)) {
+    let slashes = 0;
+    while (text.charCodeAt(q - 1 - slashes) === 0x5c) slashes++;
+    if (slashes % 2 === 0) return q;
+  }
 }
 
 /** Go's encoding/json key folding (appendFoldedName): ASCII upper-cased, the rest ToUpper(ToLower(r)). */

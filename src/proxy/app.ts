@@ -19,10 +19,10 @@ import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } 
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
 import { modelFieldWatcher } from "../ollama/model-field.ts";
 import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
-import { inflateZstd } from "../http/zstd-body.ts";
+import { ZstdInflater } from "../http/zstd-body.ts";
 import { releasingTracker, type LlmQuota } from "./llm-quota.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type GateSettings, type LlmLock } from "./llm-gate.ts";
-import { QUEUE_VIEW_PATHS, withHeldJobs } from "../balance/comfy-queue.ts";
+import { QUEUE_VIEW_PATHS, withHeldJobs, type HeldQueue } from "../balance/comfy-queue.ts";
 
 /** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
 export interface RequestInfo {
@@ -112,8 +112,13 @@ export interface ListenerAppDeps {
   llmTracker?: LlmTracker;
   /** Concurrent LLM requests per client (QUOTA_LLM_REQUESTS, issue 30); absent = none. */
   llmQuota?: LlmQuota;
-  /** Which LLM bodies use no local GPU and pass without the lock (Ollama's rules for its version). */
-  noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined;
+  /** The inflate budget for zstd bodies, shared by the listeners (zstd-body.ts). */
+  inflater?: ZstdInflater;
+  /**
+   * Which LLM bodies use no local GPU and pass without the lock (Ollama's rules for its version);
+   * a promise when Ollama must be asked first (a cloud-looking model). It never rejects.
+   */
+  noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined | Promise<NoGpuReason | undefined>;
   /** The nested listener: a slot in the image session running a job now, if there is one. */
   nested?: () => NestedSlot | undefined;
   /** Whether the last health probe found this listener's upstream down (pass-through fails fast then). */
@@ -127,7 +132,7 @@ export interface ListenerAppDeps {
   /** Would an image job start now (X-Turnstile-Wait: 0 on /prompt)? Absent: it always waits. */
   imageReady?: () => boolean;
   /** Image jobs held for the GPU that ComfyUI cannot see yet, added to its GET /queue and /prompt answers. */
-  heldImageJobs?: () => number;
+  heldImageJobs?: () => HeldQueue;
 }
 
 /**
@@ -275,7 +280,7 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
 }
 
 /** `held`: ComfyUI's queue answers get the image jobs the turnstile holds added (balance/comfy-queue.ts). */
-function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => number): Promise<Response> {
+function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => HeldQueue): Promise<Response> {
   return forward(req, {
     upstream: deps.upstream,
     url,
@@ -299,7 +304,7 @@ function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefine
         (err: unknown) => answered(unreachable(deps, req, url, err instanceof Error ? err.message : String(err)), req.signal, deps.observer, info, t0),
       );
     }
-    return answered(result.response, req.signal, deps.observer, info, t0);
+    return answered(result.response, req.signal, deps.observer, info, t0, pass?.ended && { release: () => pass.ended!() });
   });
 }
 
@@ -348,8 +353,11 @@ async function proxyLLM(
   const admitSlot = tracker
     ? () => admitLLM(deps.lock, gate, req.signal).then((h) => (tracker.admitted(tracked), h))
     : () => admitLLM(deps.lock, gate, req.signal);
+  // Ollama's word on a cloud-looking model, asked while the body was read (readAhead).
+  let asked: Promise<void> | undefined;
   // Per attempt: a retry after the image job ended goes through the lock like any request.
   const acquire = async (): Promise<Hold> => {
+    if (asked) await asked;
     if (info.noGpu) {
       // Nothing of the job's card is used: the session's end need not wait for it.
       nested?.release();
@@ -384,19 +392,21 @@ async function proxyLLM(
           tracker?.named(tracked, m);
         })
       : undefined;
-  const readAhead =
-    scan || deps.noGpu
-      ? (b: Uint8Array) => {
-          scannedAhead = true;
-          const plain = zstd ? inflated(b) : b;
-          scan?.(plain);
-          const free = deps.noGpu?.(routed, plain, model);
-          if (!free) return;
-          info.noGpu = free;
-          // Not a GPU user: off the status list of LLM requests, out of the blind unload's memory.
-          tracker?.end(tracked);
-        }
-      : undefined;
+  const read = (plain: Uint8Array) => {
+    scannedAhead = true;
+    scan?.(plain);
+    const free = deps.noGpu?.(routed, plain, model);
+    const mark = (reason: NoGpuReason | undefined) => {
+      if (!reason) return;
+      info.noGpu = reason;
+      // Not a GPU user: off the status list of LLM requests, out of the blind unload's memory.
+      tracker?.end(tracked);
+    };
+    if (free instanceof Promise) asked = free.then(mark);
+    else mark(free);
+  };
+  // A zstd body is always read, even with nothing to learn from it: a corrupt one is never forwarded.
+  const readAhead = zstd ? (b: Uint8Array) => readInflated(deps.inflater ?? sharedInflater, b, req.signal, read) : scan || deps.noGpu ? read : undefined;
   let result;
   try {
     result = await forward(req, {
@@ -459,11 +469,20 @@ async function proxyLLM(
  */
 export const NESTED_MARK: readonly [string, string] = ["x-gpu-turnstile-nested", "1"];
 
-/** The inflated body, or the refusal the client gets. */
-function inflated(b: Uint8Array): Uint8Array {
-  const r = inflateZstd(b);
+/** The process's one budget for inflated zstd bodies, when the deps bring none (tests). */
+const sharedInflater = new ZstdInflater();
+
+/** Reads the inflated body, its share of the inflate budget held meanwhile; or throws the refusal the client gets. */
+async function readInflated(inflater: ZstdInflater, b: Uint8Array, signal: AbortSignal, read: (plain: Uint8Array) => void): Promise<void> {
+  const r = await inflater.inflate(b, signal);
   if (!r.ok) throw new BodyRefused(r.status, r.message);
-  return r.body;
+  try {
+    // Reading a large body is one long piece of work: what waits for I/O (a /healthz) goes first.
+    if (r.body.length > 1 << 20) await new Promise((resolve) => setImmediate(resolve));
+    read(r.body);
+  } finally {
+    r.release();
+  }
 }
 
 function cutFor(deps: ListenerAppDeps, req: Request): (() => void) | undefined {

@@ -7,9 +7,11 @@
  * A claim is a local socket the holder listens on, named from a hash of the upstream's URL (see
  * claim-socket.ts for each system). The kernel frees it when the holder dies, `kill -9` included,
  * so a successor starts at once; the holder answers whoever connects with one line saying who it
- * is. Upstream URLs are compared normalized (upstreamKey), one claim per URL: two instances that
- * share only their ComfyUI conflict too. The pure parts are here; the sockets are behind
- * ClaimSocket, with a fake for tests (claim-socket-fake.ts).
+ * is. Upstream URLs are compared normalized (upstreamKeys), one claim per address a URL's host
+ * resolves to: two instances that share only their ComfyUI conflict too, and `http://gpu-box:11434`
+ * is the `127.0.1.1` /etc/hosts gives that name. The pure parts are here; the sockets are behind
+ * ClaimSocket and the name lookup behind ResolveHost, each with a fake for tests
+ * (claim-socket-fake.ts; resolve-host.ts is the real lookup).
  */
 
 export interface ClaimSocket {
@@ -46,15 +48,24 @@ export interface MachineNames {
 }
 
 /**
+ * A host name's addresses (all of them, IPv4 and IPv6), as the system resolver gives them; throws
+ * when it cannot tell (no such name, no answer in time). Injected: tests run without a resolver.
+ */
+export type ResolveHost = (name: string) => Promise<string[]>;
+
+/**
  * The host as the claim compares it: this machine, under any spelling that reaches it, is
  * `localhost`. An operator's second copy pointed at `http://gpu-box:11434` or the LAN address
  * guards the same Ollama as the service's `http://127.0.0.1:11434`; an over-wide match only
  * refuses a start, a missed one splits the lock.
  */
 function claimHost(hostname: string, machine: MachineNames | undefined): string {
-  // WHATWG URL already reads 127.1 and 127.0.0.1. as 127.0.0.1 and writes ::ffff:127.0.0.1 as ::ffff:7f00:1.
-  const host = hostname.replace(/\.$/, "");
-  if (LOOPBACK.has(host) || /^127\./.test(host) || /^\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\]$/.test(host)) return "localhost";
+  // WHATWG URL already reads 127.1 and 127.0.0.1. as 127.0.0.1 and writes ::ffff:127.0.0.1 as
+  // ::ffff:7f00:1. A connect to an IPv4-mapped address goes to that IPv4 address (::ffff:0:0 reaches
+  // a local server like 0.0.0.0 does), so it is judged as its IPv4 address.
+  const host = unmapped(hostname.replace(/\.$/, ""));
+  // `*.localhost` is loopback by definition (RFC 6761 §6.3), whether or not the resolver says so.
+  if (LOOPBACK.has(host) || host.endsWith(".localhost") || /^127\./.test(host)) return "localhost";
   if (!machine) return host;
   if (host === machine.name.toLowerCase().replace(/\.$/, "")) return "localhost";
   const own = machine.addresses.some((a) => {
@@ -62,6 +73,29 @@ function claimHost(hostname: string, machine: MachineNames | undefined): string 
     return host === bare || host === `[${bare}]`;
   });
   return own ? "localhost" : host;
+}
+
+/** `[::ffff:a.b.c.d]` as WHATWG URL writes it (`[::ffff:xxxx:yyyy]`) → `a.b.c.d`; any other host as it is. */
+function unmapped(host: string): string {
+  const m = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/.exec(host);
+  if (!m) return host;
+  const hi = parseInt(m[1]!, 16);
+  const lo = parseInt(m[2]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+}
+
+/**
+ * Whether the claim must ask the resolver what `hostname` (as WHATWG URL writes it) names: a
+ * name, not an IP literal and not one the pure rules already know as this machine.
+ */
+export function needsLookup(hostname: string, machine?: MachineNames): boolean {
+  const host = claimHost(hostname, machine);
+  return host !== "localhost" && !host.startsWith("[") && !/^[0-9.]+$/.test(host);
+}
+
+/** An address as a resolver writes it, as a URL host: IPv6 in brackets, the way claimHost reads hosts. */
+function asUrlHost(address: string): string {
+  return new URL(`http://${address.includes(":") ? `[${address.replace(/%.*$/, "")}]` : address}/`).hostname;
 }
 
 /**
@@ -74,11 +108,22 @@ export function normalizeUpstream(url: string): string {
   return `${u.protocol}//${u.hostname}:${port}${u.pathname.replace(/\/+$/, "")}`;
 }
 
-/** What a claim is keyed by: the normalized URL with every loopback name made one. */
-export function upstreamKey(url: string, machine?: MachineNames): string {
+/**
+ * What a claim is keyed by: the normalized URL with every loopback name made one, and a name
+ * replaced by each address it resolves to (`resolved`, from ResolveHost; absent: the name as
+ * spelled). A name with several addresses is claimed at each, so a copy that names any one of them
+ * is refused; all of this machine's (loopback, 0.0.0.0, its own interfaces) are one, `localhost`.
+ */
+export function upstreamKeys(url: string, machine?: MachineNames, resolved?: readonly string[]): string[] {
   const u = new URL(normalizeUpstream(url));
-  const host = claimHost(u.hostname, machine);
-  return `${u.protocol}//${host}:${u.port}${u.pathname === "/" ? "" : u.pathname}`;
+  const hosts = resolved && resolved.length > 0 && needsLookup(u.hostname, machine) ? resolved.map(asUrlHost) : [u.hostname];
+  const keys = hosts.map((h) => `${u.protocol}//${claimHost(h, machine)}:${u.port}${u.pathname === "/" ? "" : u.pathname}`);
+  return [...new Set(keys)].sort();
+}
+
+/** The key of a URL as spelled, without asking a resolver. */
+export function upstreamKey(url: string, machine?: MachineNames): string {
+  return upstreamKeys(url, machine)[0]!;
 }
 
 /**
@@ -135,8 +180,14 @@ export interface ClaimOptions {
   pid: number;
   /** What to answer before the listeners are bound (their LISTEN_* values). */
   listening: string[];
-  /** This machine's name and addresses: an upstream named by them is a local one (upstreamKey). */
+  /** This machine's name and addresses: an upstream named by them is a local one (upstreamKeys). */
   machine?: MachineNames;
+  /**
+   * Resolves an upstream's host name (resolve-host.ts). Absent: names are claimed as spelled.
+   * A name that does not resolve fails the claim (it throws): the copy cannot tell whether that
+   * name is this machine, and a missed claim splits the lock.
+   */
+  resolve?: ResolveHost;
 }
 
 export interface CardClaim {
@@ -154,8 +205,17 @@ export type ClaimResult = { ok: true; claim: CardClaim } | { ok: false; message:
 export async function claimCard(opts: ClaimOptions): Promise<ClaimResult> {
   const byKey = new Map<string, string>();
   for (const u of opts.upstreams) {
-    const key = upstreamKey(u, opts.machine);
-    if (!byKey.has(key)) byKey.set(key, normalizeUpstream(u));
+    const host = new URL(u).hostname;
+    let resolved: string[] | undefined;
+    if (opts.resolve && needsLookup(host, opts.machine)) {
+      try {
+        resolved = await opts.resolve(host);
+      } catch (err) {
+        const why = err instanceof Error ? err.message : String(err);
+        throw new Error(`the upstream host ${host} does not resolve (${why}), so it cannot be told whether it names this machine; use an IP address, or start once the name resolves`);
+      }
+    }
+    for (const key of upstreamKeys(u, opts.machine, resolved)) if (!byKey.has(key)) byKey.set(key, normalizeUpstream(u));
   }
   const claim: CardClaim & { held: HeldAddress[] } = {
     listening: opts.listening,

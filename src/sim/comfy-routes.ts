@@ -70,7 +70,26 @@ export interface RouteDeps {
   legacy: boolean;
   /** Started with `--enable-cors-header` (shown in /system_stats argv). */
   cors?: boolean;
+  /** The torch device /system_stats lists (default cuda). */
+  device?: SimDevice;
 }
+
+/**
+ * ComfyUI's torch device. On `cpu` (`--cpu`) and `mps` (Apple Silicon) every memory field is the
+ * machine's RAM, and it never drops after /free (api-facts R1).
+ */
+export type SimDevice = "cuda" | "cpu" | "mps";
+/** The RAM a `cpu`/`mps` ComfyUI reports, as seen against the real server (R1). */
+const SYSTEM_RAM = { total: 25_276_157_952, free: 23_143_354_368 };
+const sharedDevice = (type: string) => ({
+  name: type,
+  type,
+  index: null,
+  vram_total: SYSTEM_RAM.total,
+  vram_free: SYSTEM_RAM.free,
+  torch_vram_total: SYSTEM_RAM.total,
+  torch_vram_free: SYSTEM_RAM.free,
+});
 
 export interface Route {
   methods: Record<string, Handler>;
@@ -78,7 +97,7 @@ export interface Route {
 }
 
 /** The route table as a lookup function; every path also answers under /api. */
-export function comfyRoutes({ gpu, worker, files, hostname, port, legacy, cors }: RouteDeps): (path: string) => Route | undefined {
+export function comfyRoutes({ gpu, worker, files, hostname, port, legacy, cors, device = "cuda" }: RouteDeps): (path: string) => Route | undefined {
   // The server's prompt counter: it advances for every POST /prompt without a `number`.
   let promptNumber = 0;
 
@@ -192,6 +211,15 @@ export function comfyRoutes({ gpu, worker, files, hostname, port, legacy, cors }
     // The CUDA context and the desktop use some memory that belongs to neither tenant.
     const baseline = 1_441_775_616;
     const vramFree = Math.max(0, gpu.vramTotal - gpu.vramUsed() - baseline + torch.free);
+    const cudaDevice = {
+      name: "cuda:0 NVIDIA GeForce RTX 4090 : cudaMallocAsync",
+      type: "cuda",
+      index: 0,
+      vram_total: gpu.vramTotal,
+      vram_free: vramFree,
+      torch_vram_total: torch.total,
+      torch_vram_free: torch.free,
+    };
     return json({
       system: {
         os: "posix",
@@ -206,17 +234,7 @@ export function comfyRoutes({ gpu, worker, files, hostname, port, legacy, cors }
         embedded_python: false,
         argv: ["main.py", "--listen", hostname, "--port", String(port()), ...(cors ? ["--enable-cors-header", "*"] : [])],
       },
-      devices: [
-        {
-          name: "cuda:0 NVIDIA GeForce RTX 4090 : cudaMallocAsync",
-          type: "cuda",
-          index: 0,
-          vram_total: gpu.vramTotal,
-          vram_free: vramFree,
-          torch_vram_total: torch.total,
-          torch_vram_free: torch.free,
-        },
-      ],
+      devices: [device === "cuda" ? cudaDevice : sharedDevice(device)],
     });
   };
 

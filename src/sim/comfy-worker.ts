@@ -47,6 +47,11 @@ export interface WorkerOptions {
   fail?: (promptId: string) => boolean;
   /** Where a prompt-enhancer node with an empty URL field calls Ollama (comfy-enhancer.ts). */
   ollamaUrl?: string;
+  /**
+   * The device's memory is the system's (cpu, mps): the cached checkpoint stays in RAM between
+   * jobs, so the card is counted held only while a job runs.
+   */
+  sharedMemory?: boolean;
 }
 
 interface Job extends JobInfo {
@@ -75,6 +80,8 @@ export class ComfyWorker {
   private currentNode: string | undefined;
   private flags = new Map<string, PyValue>();
   private modelsHold: Hold | undefined;
+  /** The checkpoint is loaded (on the card, or in RAM on a shared-memory device): no cold load. */
+  private cached = false;
   private wake: (() => void) | undefined;
   private seq = 0;
   /** How often the checkpoint was loaded cold. */
@@ -203,6 +210,10 @@ export class ComfyWorker {
     this.wake?.();
     this.current?.abort.abort();
     await this.done;
+    this.releaseCard();
+  }
+
+  private releaseCard(): void {
     if (this.modelsHold) this.gpu.release(this.modelsHold);
     this.modelsHold = undefined;
   }
@@ -265,6 +276,7 @@ export class ComfyWorker {
     const unload = this.flags.has("unload_models") ? this.flags.get("unload_models") : freeMemory;
     this.flags.clear();
     if (!unload && !freeMemory) return;
+    this.cached = false;
     const hold = this.modelsHold;
     if (!hold) return;
     // The /free reply went out long ago; the memory comes back only now.
@@ -283,8 +295,9 @@ export class ComfyWorker {
     // Loading the checkpoint is the first thing a job does; later jobs reuse the cached models.
     // Cold it takes loadMs (a real SDXL checkpoint is ~7 GB read from disk); the memory is held
     // from the start of the load.
-    if (!this.modelsHold) {
-      this.modelsHold = this.gpu.acquire("comfy", id, this.opts.modelBytes);
+    this.modelsHold ??= this.gpu.acquire("comfy", id, this.opts.modelBytes);
+    if (!this.cached) {
+      this.cached = true;
       this.checkpointLoads++;
       this.gpu.note("load-start", "comfy", id);
       await this.timers.sleep(this.opts.loadMs);
@@ -410,6 +423,7 @@ export class ComfyWorker {
         ]),
       );
     }
+    if (this.opts.sharedMemory) this.releaseCard();
     this.current = undefined;
     this.queueUpdated();
     toClient("executing", { node: null, prompt_id: id });

@@ -28,6 +28,10 @@ export class SocketHub {
     return this.sockets.size;
   }
 
+  ids(): string[] {
+    return [...this.sockets.keys()];
+  }
+
   /** `send_json(event, data, sid)`: to `sid` when given, else broadcast. */
   send(type: string, data: PyLike, sid?: string): void {
     const text = dumpsPy({ type, data });

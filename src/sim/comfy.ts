@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto";
 import type { ServerWebSocket } from "bun";
 import { FileStore } from "./comfy-files.ts";
-import { comfyRoutes, empty, FEATURES, HandlerError, methodNotAllowed, serverError, text } from "./comfy-routes.ts";
+import { comfyRoutes, type SimDevice, empty, FEATURES, HandlerError, methodNotAllowed, serverError, text } from "./comfy-routes.ts";
 import { SocketHub, type WsData } from "./comfy-ws.ts";
 import { ComfyWorker, type JobInfo } from "./comfy-worker.ts";
 import { SimGpu } from "./gpu.ts";
@@ -51,6 +51,8 @@ export interface ComfySimOptions {
    * 404 as unknown routes). Default false: today's ComfyUI (api-facts S3).
    */
   legacy?: boolean;
+  /** The torch device /system_stats shows (default cuda); `cpu`/`mps` report the system's RAM (api-facts R1). */
+  device?: SimDevice;
   /** Keep `calls` (default true); benchmarks turn it off. */
   recordCalls?: boolean;
   /** Listen address; loopback only (default 127.0.0.1). */
@@ -71,6 +73,8 @@ export interface ComfySim {
   checkpointLoads(): number;
   /** Open websocket clients. */
   sockets(): number;
+  /** The clientId of each open websocket client. */
+  socketIds(): string[];
   override(method: string, path: string, handler: OverrideHandler): () => void;
   clearCalls(): void;
   /**
@@ -143,8 +147,9 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
       previewBytes: opts.previewBytes ?? 0,
       ollamaUrl: opts.ollamaUrl,
       fail: opts.failJobs,
+      sharedMemory: (opts.device ?? "cuda") !== "cuda",
     });
-    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port, legacy: opts.legacy ?? false, cors: !checkOrigin });
+    const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port, legacy: opts.legacy ?? false, cors: !checkOrigin, device: opts.device });
 
     async function handle(req: Request, server: Bun.Server<WsData>): Promise<Response | undefined> {
       const url = new URL(req.url);
@@ -245,6 +250,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
     runningJob: () => life?.worker.running(),
     checkpointLoads: () => loadsBefore + (life?.worker.checkpointLoads ?? 0),
     sockets: () => life?.hub.size ?? 0,
+    socketIds: () => life?.hub.ids() ?? [],
     override: (method, path, handler) => log.override(method, path, handler),
     clearCalls: () => log.clear(),
     async crash() {

@@ -16,6 +16,23 @@ export function isCloudName(name: string): boolean {
   return tag === "cloud" || (!tag.includes("/") && tag.endsWith("-cloud"));
 }
 
+/** Where a cloud model runs, as /api/tags and /api/show say it (`remote_host`). */
+export const CLOUD_HOST = "https://ollama.com:443";
+
+/** A cloud model's name on ollama.com (`remote_model`): its name without the cloud source. */
+export function remoteModelName(name: string): string {
+  const n = name.trim();
+  const colon = n.lastIndexOf(":");
+  const tag = n.slice(colon + 1);
+  if (tag.toLowerCase() === "cloud") return n.slice(0, colon);
+  return `${n.slice(0, colon + 1)}${tag.slice(0, -"-cloud".length)}`;
+}
+
+/** The remote_* fields of a model's /api/tags and /api/show entries (none for a local model). */
+export function remoteFields(m: Model): Record<string, string> {
+  return m.cloud ? { remote_model: m.remoteModel ?? remoteModelName(m.name), remote_host: CLOUD_HOST } : {};
+}
+
 /** A stand-in catalog entry for a cloud model: it answers everything and occupies no VRAM. */
 export function cloudModel(name: string, at: number): Model {
   return {

@@ -4,9 +4,9 @@
  */
 import { formatGoTime } from "./clock.ts";
 import type { SimGpu } from "./gpu.ts";
-import { countTokens, findModel, type Model, tokenAt } from "./ollama-models.ts";
+import { countTokens, findModel, type Model, normalizeName, tokenAt } from "./ollama-models.ts";
 import { type Lease, Scheduler } from "./ollama-scheduler.ts";
-import { cloudModel, isCloudName } from "./ollama-cloud.ts";
+import { cloudModel, isCloudName, remoteModelName } from "./ollama-cloud.ts";
 import type { Timers } from "./timers.ts";
 
 export interface OllamaConfig {
@@ -45,8 +45,30 @@ export class OllamaCore {
     this.sched = new Scheduler(gpu, timers, timing);
   }
 
+  /**
+   * A model of the catalog first (a local model copied to a `-cloud` name is local, and loads), then a
+   * cloud name not pulled (v0.17.6: no stub needed), which goes to ollama.com.
+   */
   find(name: string): Model | undefined {
-    return isCloudName(name) ? cloudModel(name, this.gpu.now()) : findModel(this.models, name);
+    return findModel(this.models, name) ?? (isCloudName(name) ? cloudModel(name, this.gpu.now()) : undefined);
+  }
+
+  /** `ollama cp`: the destination becomes that model under a new name (replacing any it had). */
+  copy(source: string, destination: string): boolean {
+    const m = this.find(source);
+    if (!m) return false;
+    this.remove(destination);
+    const remoteModel = m.cloud ? (m.remoteModel ?? remoteModelName(m.name)) : undefined;
+    this.models.push({ ...m, name: normalizeName(destination), modifiedAt: this.gpu.now(), remoteModel });
+    return true;
+  }
+
+  /** `ollama rm`. */
+  remove(name: string): boolean {
+    const m = findModel(this.models, name);
+    if (!m) return false;
+    this.models.splice(this.models.indexOf(m), 1);
+    return true;
   }
 
   inflight(): number {

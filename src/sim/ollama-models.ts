@@ -22,14 +22,16 @@ export interface ModelSpec {
   capabilities: Capability[];
   /** 64-hex manifest digest; derived from the name when absent. */
   digest?: string;
+  /** A cloud model pulled as a stub (`ollama pull gpt-oss:120b-cloud`): runs on ollama.com, listed with remote_*. */
+  cloud?: boolean;
 }
 
 /** A spec with every optional field resolved. */
 export interface Model extends Required<ModelSpec> {
   runnerContext: number;
   modifiedAt: number;
-  /** Runs on ollama.com (ollama-cloud.ts): nothing loads locally. */
-  cloud?: boolean;
+  /** A cloud model's name on ollama.com (`remote_model`), kept by a copy under another name. */
+  remoteModel?: string;
 }
 
 export const DEFAULT_MODELS: ModelSpec[] = [
@@ -101,6 +103,7 @@ export function resolveModels(specs: ModelSpec[], at: number): Model[] {
       capabilities: s.capabilities,
       digest: s.digest ?? sha256hex(s.name),
       runnerContext: Math.min(ctx, 4096),
+      cloud: s.cloud ?? false,
       // Spread the models over the previous days so /api/tags has distinct, plausible times.
       modifiedAt: at - (i + 1) * 86_400_000 - i * 3_723_117,
     };

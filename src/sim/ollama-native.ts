@@ -8,6 +8,7 @@ import { contextIds, countTokens, embedText, type Model, supports } from "./olla
 import type { Lease } from "./ollama-scheduler.ts";
 import { bindJson, jsonRes, parseKeepAlive, str, streamRes } from "./ollama-wire.ts";
 import { goJson } from "./gojson.ts";
+import { remoteFields } from "./ollama-cloud.ts";
 
 export interface Ctx {
   req: Request;
@@ -40,6 +41,7 @@ export function tags(ctx: Ctx): Response {
     .map((m) => ({
       name: m.name,
       model: m.name,
+      ...remoteFields(m),
       modified_at: formatGoTime(m.modifiedAt, false),
       size: m.size,
       digest: m.digest,
@@ -261,8 +263,30 @@ export function show(ctx: Ctx): Response {
       [`${arch}.embedding_length`]: m.embeddingLength,
     },
     capabilities: m.capabilities,
+    ...remoteFields(m),
     modified_at: formatGoTime(m.modifiedAt, false),
   });
+}
+
+/** POST /api/copy (`ollama cp`): 200 with no body, 404 for a source it does not have. */
+export function copy(ctx: Ctx): Response {
+  const req = bind(ctx, "api.CopyRequest");
+  if (req instanceof Response) return req;
+  const source = str(req.source);
+  const destination = str(req.destination);
+  if (source === "" || destination === "") return jsonRes(400, { error: "source and destination are required" });
+  if (!ctx.core.copy(source, destination)) return jsonRes(404, { error: `model '${source}' not found` });
+  return new Response(null, { status: 200 });
+}
+
+/** DELETE /api/delete (`ollama rm`). */
+export function remove(ctx: Ctx): Response {
+  const req = bind(ctx, "api.DeleteRequest");
+  if (req instanceof Response) return req;
+  const name = str(req.model) || str(req.name);
+  if (name === "") return jsonRes(400, { error: "model is required" });
+  if (!ctx.core.remove(name)) return jsonRes(404, { error: `model '${name}' not found` });
+  return new Response(null, { status: 200 });
 }
 
 /** POST /api/pull: NDJSON progress as in O8 (already-present models re-verify their layers). */

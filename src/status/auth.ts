@@ -5,6 +5,9 @@
  *   script with a stale token fails loudly instead of working by accident on one machine;
  * - without a token, loopback clients (127.0.0.0/8, ::1, ::ffff:127.x) pass, if the Host they sent
  *   names this machine: a DNS-rebinding page also comes from loopback, but under its own name;
+ * - a loopback peer that relays for someone (Forwarded, X-Forwarded-For, X-Real-IP) is not the
+ *   client: nginx or HAProxy on this machine connects from 127.0.0.1 for every client of the LAN.
+ *   Unless TRUSTED_PROXIES names it, it passes only with the token (clientBehindProxy);
  * - everyone else is refused.
  * Pure: the listener hands in the peer address it saw.
  */
@@ -14,7 +17,11 @@ export type Authorisation =
   | { ok: true; via: "loopback" | "token" }
   | { ok: false; reason: string };
 
-export function authorise(clientAddress: string | undefined, authorization: string | null, adminToken: string, hostNamesMachine = true): Authorisation {
+/**
+ * `proxied`: the forwarding header that made a loopback peer's request one from nowhere
+ * (clientBehindProxy), said in the refusal so the operator sees why loopback did not pass.
+ */
+export function authorise(clientAddress: string | undefined, authorization: string | null, adminToken: string, hostNamesMachine = true, proxied?: string): Authorisation {
   const token = bearerToken(authorization);
   if (token !== undefined) {
     if (adminToken === "") return { ok: false, reason: "a bearer token was sent, but no ADMIN_TOKEN is set" };
@@ -24,6 +31,12 @@ export function authorise(clientAddress: string | undefined, authorization: stri
   if (clientAddress !== undefined && isLoopback(clientAddress)) {
     if (hostNamesMachine) return { ok: true, via: "loopback" };
     return { ok: false, reason: "the Host header does not name this machine (a DNS-rebinding page?); use localhost, an IP address, a name in ALLOWED_HOSTS, or Authorization: Bearer <ADMIN_TOKEN>" };
+  }
+  if (proxied !== undefined) {
+    return {
+      ok: false,
+      reason: `the request came through a proxy (it carries ${proxied}), so it is not a loopback client; send Authorization: Bearer <ADMIN_TOKEN>, or name a proxy on this machine in TRUSTED_PROXIES`,
+    };
   }
   return {
     ok: false,
@@ -103,4 +116,87 @@ function isLoopbackV4(a: string): boolean {
   if (parts.length !== 4) return false;
   const octets = parts.map((p) => (/^[0-9]{1,3}$/.test(p) ? Number(p) : NaN));
   return octets.every((n) => n >= 0 && n <= 255) && octets[0] === 127;
+}
+
+/** The headers a proxy writes for the client it relays; any one of them makes a request relayed. */
+const FORWARDING = ["forwarded", "x-forwarded-for", "x-real-ip"] as const;
+
+export interface HeaderSource {
+  get(name: string): string | null;
+}
+
+/**
+ * The address a request is judged by, and, when it is judged as from nowhere, the header that made
+ * it so. Only a loopback peer's headers matter (any other peer is not trusted anyway). A loopback
+ * peer that sent a forwarding header is a proxy on this machine: unless TRUSTED_PROXIES names it,
+ * its request has no client address (only the token passes). A named proxy's request is judged by
+ * the client each forwarding header names at its last hop (the hop that proxy wrote; earlier ones
+ * are the client's own words), and every header present must name loopback: a proxy that sets
+ * X-Real-IP but passes a client's own `Forwarded: for=127.0.0.1` through is not fooled by it.
+ */
+export function clientBehindProxy(
+  peer: string | undefined,
+  headers: HeaderSource,
+  trustedProxies: readonly string[],
+): { address: string | undefined; proxied?: string } {
+  if (peer === undefined || !isLoopback(peer)) return { address: peer };
+  const present = FORWARDING.filter((h) => headers.get(h) !== null);
+  if (present.length === 0) return { address: peer };
+  const proxied = present.map(headerName).join(", ");
+  if (!trustedProxies.includes(canonicalIp(peer))) return { address: undefined, proxied };
+  let client: string | undefined;
+  for (const h of present) {
+    const hop = lastHop(h, headers.get(h)!);
+    if (hop === undefined || !isLoopback(hop)) return { address: hop, proxied };
+    client = hop;
+  }
+  return { address: client };
+}
+
+const headerName = (h: (typeof FORWARDING)[number]): string => (h === "forwarded" ? "Forwarded" : h === "x-real-ip" ? "X-Real-IP" : "X-Forwarded-For");
+
+/** The client address the last proxy wrote in a forwarding header (the list's last element), bare. */
+function lastHop(header: (typeof FORWARDING)[number], value: string): string | undefined {
+  const last = value.split(",").at(-1)!.trim();
+  let addr = last;
+  if (header === "forwarded") {
+    const m = /(?:^|;)\s*for\s*=\s*("[^"]*"|[^;]*)/i.exec(last);
+    if (!m) return undefined;
+    addr = m[1]!.trim().replace(/^"|"$/g, "");
+  }
+  // [v6]:port, [v6], or v4:port (RFC 7239 §6); obfuscated names ("unknown", "_hidden") stay as
+  // they are and are not loopback.
+  const v6 = /^\[([^\]]+)\](?::\d+)?$/.exec(addr);
+  if (v6) return v6[1];
+  const v4port = /^(\d{1,3}(?:\.\d{1,3}){3}):\d+$/.exec(addr);
+  return v4port ? v4port[1] : addr === "" ? undefined : addr;
+}
+
+/** One spelling of an address, as TRUSTED_PROXIES is compared: lower case, no zone, IPv4-mapped as IPv4. */
+export function canonicalIp(address: string): string {
+  let a = address.toLowerCase().replace(/^\[|\]$/g, "");
+  const zone = a.indexOf("%");
+  if (zone >= 0) a = a.slice(0, zone);
+  if (a === "0:0:0:0:0:0:0:1") return "::1";
+  for (const prefix of ["::ffff:", "0:0:0:0:0:ffff:"]) {
+    if (!a.startsWith(prefix)) continue;
+    const rest = a.slice(prefix.length);
+    if (rest.includes(".")) return rest;
+    const m = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(rest);
+    if (m) {
+      const hi = parseInt(m[1]!, 16);
+      const lo = parseInt(m[2]!, 16);
+      return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+    }
+  }
+  return a;
+}
+
+/** TRUSTED_PROXIES as written (comma-separated loopback addresses) → their canonical spellings. */
+export function parseTrustedProxies(text: string): string[] {
+  return text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "")
+    .map(canonicalIp);
 }

@@ -3,6 +3,7 @@
  * lists them, ComfyUI's memory from /system_stats, and ComfyUI's own word on a job (started,
  * step x of y) from the websocket frames the turnstile relays. Pure parsing of upstream answers.
  */
+import { deviceMemory } from "../comfy/device-memory.ts";
 import { isRecord } from "../upstream/http.ts";
 
 /** One model Ollama holds, with /api/ps's own field names. */
@@ -40,6 +41,11 @@ export interface ComfyMemory {
   total: number;
   /** Held by ComfyUI's PyTorch (torch_vram_total). */
   torch_reserved: number;
+  /**
+   * The device (cpu, mps, DirectML) when its memory is the system's (api-facts R1): the figures
+   * above are then the machine's RAM, not a card's, and the page says "shared with the system".
+   */
+  shared?: string;
 }
 
 export function comfyMemory(body: unknown): ComfyMemory | undefined {
@@ -51,6 +57,8 @@ export function comfyMemory(body: unknown): ComfyMemory | undefined {
     if (typeof d.vram_free === "number") m.used += Math.max(0, d.vram_total - d.vram_free);
     if (typeof d.torch_vram_total === "number") m.torch_reserved += d.torch_vram_total;
   }
+  const { shared } = deviceMemory(body);
+  if (shared !== undefined) m.shared = shared;
   return m;
 }
 

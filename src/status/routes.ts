@@ -6,7 +6,7 @@ import { parseDuration } from "../config/duration.ts";
 import { readCapped } from "../http/read-capped.ts";
 import { hostName } from "../proxy/host-guard.ts";
 import type { Seen } from "../fair/identity.ts";
-import { authorise, crossSiteRequest, forbidden } from "./auth.ts";
+import { authorise, clientBehindProxy, crossSiteRequest, forbidden } from "./auth.ts";
 import type { LineClient } from "./line.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
@@ -32,6 +32,8 @@ export interface StatusRoutesDeps {
    * Default: `localhost` and IP literals only.
    */
   machineHost?: (host: string) => boolean;
+  /** TRUSTED_PROXIES, canonical (auth.ts parseTrustedProxies): loopback proxies whose forwarding headers are believed. */
+  trustedProxies?: readonly string[];
   /** CARD_NAME, put in the page's title (before its script runs: a tab list tells the cards apart). */
   card?: string;
   /**
@@ -51,6 +53,12 @@ const LEASE_PATH = /^\/turnstile\/lease\/([0-9a-f-]{1,64})(\/renew)?$/;
 export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: string | undefined) => Response | Promise<Response> {
   const machineHost = deps.machineHost ?? localOrIp;
   const namesMachine = (host: string | null) => host === null || machineHost(host);
+  const trustedProxies = deps.trustedProxies ?? [];
+  const judge = (req: Request, clientIp: string | undefined) => {
+    const h = req.headers;
+    const client = clientBehindProxy(clientIp, h, trustedProxies);
+    return authorise(client.address, h.get("authorization"), deps.adminToken, namesMachine(h.get("host")), client.proxied);
+  };
   return (req, clientIp) => {
     const path = new URL(req.url).pathname;
     // The page's links are relative to /turnstile/, so the bare prefix is sent there.
@@ -59,7 +67,7 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
       const h = req.headers;
       const site = crossSiteRequest(h.get("origin"), h.get("host"), h.get("sec-fetch-site"));
       if (!site.ok) return forbidden(site);
-      const auth = authorise(clientIp, h.get("authorization"), deps.adminToken, namesMachine(h.get("host")));
+      const auth = judge(req, clientIp);
       if (!auth.ok) return forbidden(auth);
       return steer(deps.steering, req, path, clientIp ?? "unknown").catch(refusal);
     }
@@ -67,7 +75,7 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
       return Response.json({ error: `gpu-turnstile: ${req.method} is not allowed on ${path}` }, { status: 405, headers: { allow: "GET, HEAD" } });
     }
     // Client addresses are shown only to those who may steer (loopback under a name of this machine, or the admin token).
-    const trusted = () => authorise(clientIp, req.headers.get("authorization"), deps.adminToken, namesMachine(req.headers.get("host"))).ok;
+    const trusted = () => judge(req, clientIp).ok;
     switch (path) {
       case "/turnstile/":
         return loadPage().then(

@@ -227,10 +227,16 @@ export class Steering {
     }
     const lock = await this.#d.lock.acquireLease();
     const { ttl_ms: ttlMs, ...view } = kept;
-    // A lower LEASE_MAX_TTL since (or a file edited by hand) bounds it like a new lease.
-    if (left > this.#d.settings.maxTtlMs) view.expires_at = this.#now() + this.#d.settings.maxTtlMs;
-    this.#held = { view, ttlMs: Math.min(ttlMs, this.#d.settings.maxTtlMs), lock, timer: this.#arm(view.id, view.expires_at - this.#now()) };
-    this.#d.log.notice(`GPU lease of ${JSON.stringify(kept.holder)} taken again after a restart`, { ...fields, expires_at: new Date(view.expires_at).toISOString() });
+    // A lower LEASE_MAX_TTL since (or a file edited by hand) bounds it like a new lease. The cap is
+    // kept at once: otherwise every restart would cap it afresh from its own moment, and a lease
+    // nobody renews would never end.
+    const max = this.#d.settings.maxTtlMs;
+    const capped = left > max || ttlMs > max;
+    if (left > max) view.expires_at = this.#now() + max;
+    this.#held = { view, ttlMs: Math.min(ttlMs, max), lock, timer: this.#arm(view.id, view.expires_at - this.#now()) };
+    if (capped) this.#keep();
+    const how = capped ? `, capped by LEASE_MAX_TTL (${formatDuration(max)})` : "";
+    this.#d.log.notice(`GPU lease of ${JSON.stringify(kept.holder)} taken again after a restart${how}`, { ...fields, expires_at: new Date(view.expires_at).toISOString() });
     this.#d.onLease({ event: "grant", lease: { ...view } });
     void this.#emptyGpu().then((problem) => {
       if (problem) this.#d.log.warn("could not empty the GPU again for the lease taken after a restart; it stays held", { ...fields, reason: problem });

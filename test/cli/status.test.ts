@@ -139,6 +139,10 @@ test("status shows every job with its queue time apart from its run, every waite
   expect(text).toContain("waiting: chat 9 behind image job 2, for 3.0s, estimate 12s, from 10.0.0.5");
   expect(text).toContain("ollama models (as /api/ps said 1.0s ago):\n  model            size     processor        until\n  llama3.2:latest  4.0 GiB  25%/75% CPU/GPU  4m00s from now\n");
   expect(text).toContain("comfy memory: 6.0 GiB of 24.0 GiB in use (torch 5.0 GiB)");
+  // A ComfyUI on cpu/mps reports the machine's RAM: shown as shared, not as 23.5 GiB "in use" (issue 27).
+  const shared = renderStatus({ ...doc, comfy_memory: { used: 2 * 2 ** 30, total: 23.5 * 2 ** 30, torch_reserved: 23.5 * 2 ** 30, shared: "mps", at: now } } as StatusDoc);
+  expect(shared).toContain("comfy memory: shared with the system (mps: not measured)");
+  expect(shared).not.toContain("in use");
 });
 
 test("the config's ADMIN_TOKEN goes only to its own instance: loopback, its listen address or an ALLOWED_HOSTS name, never another --url", () => {
@@ -260,6 +264,33 @@ test("status --watch shows a model loading and unloading as it happens, once eac
   expect(await watching).toBe(0);
   expect(watched.match(/ollama models: llama3\.2:latest/g)).toHaveLength(1);
 }, 20_000);
+
+test("names a client chose (a waiting chat's model, a job's client_id) reach the terminal without their control characters, in status and --watch", async () => {
+  stack = await startStack({ comfy: { jobMs: 300 } });
+  const { t } = stack;
+  const env = { OLLAMA_URL: "http://127.0.0.1:1" };
+  // Anyone who may send a chat or a prompt: no token needed.
+  const job = submit(t, JSON.stringify({ ...JSON.parse(promptBody(newPromptId(), { sim_job_ms: 1500 })), client_id: "\u001b[41mCLIENT" }));
+  await until(() => t.lock.state === "image", "the image job holding the card");
+  const chat = fetch(`${t.ollamaUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "\u001b[2J\u001b]0;owned\u0007EVIL\u009b31m", messages: [{ role: "user", content: "hi" }], stream: false }) });
+  await until(() => t.lock.snapshot().llmWaiting === 1, "the chat waiting");
+  let text = "";
+  expect(await statusCommand({ url: t.ollamaUrl, json: false, watch: false, env, out: (s) => (text += s) })).toBe(0);
+  const stop = new AbortController();
+  let watched = "";
+  const watching = statusCommand({ url: t.ollamaUrl, json: false, watch: true, env, out: (s) => (watched += s), signal: stop.signal });
+  await until(() => watched.includes("EVIL"), "the waiting chat in --watch's first snapshot");
+  stop.abort();
+  expect(await watching).toBe(0);
+  await (await job).text();
+  await (await chat).text();
+  for (const shown of [text, watched]) {
+    expect(shown).toContain("EVIL");
+    expect(shown).toContain("CLIENT");
+    // Only line ends: no escape, bell or C1 control that a terminal would act on.
+    expect(shown.match(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g)).toBeNull();
+  }
+}, 15_000);
 
 test("the place in line (issue 30): a table of each client's waiting image jobs, position and estimate", () => {
   const now = 2_000_000;

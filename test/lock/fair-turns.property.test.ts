@@ -127,4 +127,4 @@ async function run(seed: number): Promise<void> {
 
 test("random schedules with named clients of three classes: one state at a time, one job per client in a session, nothing stuck", async () => {
   for (let i = 0; i < RUNS; i++) await run(BASE_SEED + i);
-});
+}, 30_000);

@@ -10,7 +10,7 @@ function reason(path: string, body: string | object, can = TODAY) {
   const bytes = enc.encode(typeof body === "string" ? body : JSON.stringify(body));
   let scanned: string | undefined;
   modelFieldWatcher((m) => (scanned = m))(bytes);
-  return noGpuReason(path, bytes, scanned, can);
+  return noGpuReason(path, bytes, scanned, can)?.reason;
 }
 
 describe("cloud models use no local GPU, on every inference route", () => {

@@ -34,6 +34,28 @@ describe("cloud models", () => {
     expect(s.gpu.ledger).toEqual([]);
   });
 
+  test("Ollama's own word: remote_model and remote_host in /api/show and (once pulled) /api/tags; none for a local copy under a cloud name", async () => {
+    const s = await start({ models: [{ name: "llama3.2", size: 2_000_000_000, family: "llama", capabilities: ["completion"] }, { name: "gpt-oss:120b-cloud", size: 384, family: "gptoss", capabilities: ["completion"], cloud: true }] });
+    const show = async (model: string) => (await (await post(`${s.url}/api/show`, { model })).json()) as Record<string, unknown>;
+    expect(await show("gpt-oss:120b-cloud")).toMatchObject({ remote_model: "gpt-oss:120b", remote_host: "https://ollama.com:443" });
+    // Not pulled: still answered by ollama.com (no stub needed since v0.17.6).
+    expect(await show("kimi-k2:1t:cloud")).toMatchObject({ remote_model: "kimi-k2:1t", remote_host: "https://ollama.com:443" });
+    expect((await post(`${s.url}/api/copy`, { source: "llama3.2", destination: "llama3.2:8b-cloud" })).status).toBe(200);
+    expect(await show("llama3.2:8b-cloud")).not.toHaveProperty("remote_host");
+    const tags = ((await (await fetch(`${s.url}/api/tags`)).json()) as { models: Record<string, unknown>[] }).models;
+    expect(tags.find((m) => m.name === "gpt-oss:120b-cloud")).toMatchObject({ model: "gpt-oss:120b-cloud", remote_model: "gpt-oss:120b", remote_host: "https://ollama.com:443" });
+    expect(tags.find((m) => m.name === "llama3.2:8b-cloud")).not.toHaveProperty("remote_host");
+    // The copy is local: it loads onto the card.
+    expect((await post(`${s.url}/api/chat`, { model: "llama3.2:8b-cloud", messages: [{ role: "user", content: "hi" }], stream: false })).status).toBe(200);
+    expect(s.gpu.ledger.length).toBeGreaterThan(0);
+    expect((await fetch(`${s.url}/api/delete`, { method: "DELETE", body: JSON.stringify({ model: "llama3.2:8b-cloud" }) })).status).toBe(200);
+    expect((await fetch(`${s.url}/api/delete`, { method: "DELETE", body: JSON.stringify({ model: "llama3.2:8b-cloud" }) })).status).toBe(404);
+    expect((await post(`${s.url}/api/copy`, { source: "nope", destination: "x" })).status).toBe(404);
+    // A copy of a cloud model is remote under any name, and says where it runs.
+    expect((await post(`${s.url}/api/copy`, { source: "gpt-oss:120b-cloud", destination: "my-assistant" })).status).toBe(200);
+    expect(await show("my-assistant")).toMatchObject({ remote_model: "gpt-oss:120b", remote_host: "https://ollama.com:443" });
+  });
+
   test("a local model with -cloud in its name but no tag is not a cloud model", async () => {
     const s = await start();
     const res = await post(`${s.url}/api/chat`, { model: "mymodel-cloud", messages: [] });

@@ -60,3 +60,28 @@ test("an expiry beyond LEASE_MAX_TTL is brought within it; an expired lease is d
   expect(late.kept).toEqual([null]);
   expect(late.lines).toEqual(['WARN GPU lease of "train.py" expired while gpu-turnstile was down: dropped']);
 });
+
+test("a lease capped at start stays capped: the cap is kept, so it ends at its first capped expiry across any number of restarts", async () => {
+  // A file with an expiry ten hours out; LEASE_MAX_TTL is one minute. Restarts every 20 s after.
+  let now = 0;
+  let file: StoredLease | null = { ...LEASE, expires_at: 10 * 3_600_000, ttl_ms: 10 * 3_600_000 };
+  const restart = async () => {
+    const t = steering(() => now);
+    await t.s.restore(file!);
+    if (t.kept.length > 0) file = t.kept.at(-1)!;
+    t.s.stop();
+    return t;
+  };
+  const first = await restart();
+  expect(file).toMatchObject({ id: "L1", expires_at: 60_000, ttl_ms: 60_000 });
+  expect(first.lines[0]).toContain("capped by LEASE_MAX_TTL");
+  for (now = 20_000; now < 60_000; now += 20_000) {
+    const t = await restart();
+    expect(t.s.current()).toBeNull(); // stopped
+    expect(file!.expires_at).toBe(60_000);
+  }
+  now = 60_000;
+  const last = await restart();
+  expect(last.lock.state).toBe("idle");
+  expect(file).toBeNull();
+});

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll } from "bun:test";
 import { connect } from "node:net";
-import { type SimPair, type SimPairOptions, startSimPair } from "../../../src/sim/index.ts";
+import { type ComfySim, type SimPair, type SimPairOptions, startSimPair } from "../../../src/sim/index.ts";
 import { fixtureText } from "../../sim/helpers.ts";
 import { parseExposition, type Exposition } from "../../support/prom-parse.ts";
 import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
@@ -222,4 +222,9 @@ export async function rawHttp(base: string, request: string): Promise<RawAnswer>
     sock.on("close", () => parse(true));
     sock.on("error", () => parse(true));
   });
+}
+
+/** ComfyUI's websocket clients other than the turnstile's own socket (comfy/live-socket.ts): the relayed ones. */
+export function relayedSockets(comfy: ComfySim): number {
+  return comfy.socketIds().filter((id) => !id.startsWith("gpu-turnstile-")).length;
 }

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { startTestTurnstile, type TestTurnstile } from "../../support/turnstile.ts";
-import { promptBody, rawHttp, type Stack, startStack, until } from "./helpers.ts";
+import { promptBody, rawHttp, relayedSockets, type Stack, startStack, until } from "./helpers.ts";
 
 let s: Stack;
 /** The same simulators behind a loopback turnstile that allows two more names. */
@@ -78,7 +78,7 @@ describe("DNS rebinding, on a turnstile bound to 127.0.0.1", () => {
     expect(JSON.parse(ws.body)).toMatchObject({ error: { type: "forbidden_host" } });
     expect(s.pair.comfy.calls).toEqual([]);
     expect(s.pair.comfy.jobs()).toEqual([]);
-    expect(s.pair.comfy.sockets()).toBe(0);
+    expect(relayedSockets(s.pair.comfy)).toBe(0);
     expect(s.t.lock.state).toBe("idle");
   });
 
@@ -114,7 +114,7 @@ describe("ALLOWED_HOSTS=gpu.lan, *.example.org", () => {
     expect(((await via.json()) as { devices: unknown[] }).devices.length).toBe(1);
     const ws = await rawHttp(allowed.comfyUrl, wsHandshake("/ws?clientId=browser", host, origin));
     expect(ws.status).toBe(101);
-    await until(() => s.pair.comfy.sockets() === 0, "upstream socket closed");
+    await until(() => relayedSockets(s.pair.comfy) === 0, "upstream socket closed");
   });
 
   test("ComfyUI accepts a page loaded through the turnstile by address (Origin = the turnstile)", async () => {
@@ -131,7 +131,7 @@ describe("ALLOWED_HOSTS=gpu.lan, *.example.org", () => {
     });
     expect(JSON.parse(first)).toMatchObject({ type: "status", data: { sid: "browser" } });
     ws.close();
-    await until(() => s.pair.comfy.sockets() === 0, "upstream socket closed");
+    await until(() => relayedSockets(s.pair.comfy) === 0, "upstream socket closed");
   });
 
   test("cross-site stays refused: a foreign Origin on an allowed Host, on /prompt and on the websocket", async () => {
@@ -154,7 +154,7 @@ describe("ALLOWED_HOSTS=gpu.lan, *.example.org", () => {
       plain.onerror = () => resolve("refused");
     });
     expect(outcome).toBe("refused");
-    expect(s.pair.comfy.sockets()).toBe(0);
+    expect(relayedSockets(s.pair.comfy)).toBe(0);
   });
 });
 

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { ServerWebSocket } from "bun";
 import { sampleValue } from "../../support/prom-parse.ts";
 import { startTestTurnstile, type TestTurnstile } from "../../support/turnstile.ts";
-import { health, scrape, type Stack, startStack, until } from "./helpers.ts";
+import { health, relayedSockets, scrape, type Stack, startStack, until } from "./helpers.ts";
 
 interface Client {
   ws: WebSocket;
@@ -74,7 +74,7 @@ describe("websocket relay to the simulated ComfyUI", () => {
     expect(await health(s.t.comfyUrl)).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
     c.ws.close(1000, "done");
     expect(await c.closed).toEqual({ code: 1000, reason: "done" });
-    await until(() => s.pair.comfy.sockets() === 0, "upstream socket closed");
+    await until(() => relayedSockets(s.pair.comfy) === 0, "upstream socket closed");
     expect(lockEvents).toEqual([]);
     const m = await scrape(s.t.comfyUrl);
     expect(sampleValue(m, "gpu_turnstile_requests_total", { listener: "comfy", class: "ws", status: "101" })).toBeGreaterThanOrEqual(1);
@@ -104,13 +104,13 @@ describe("websocket relay to the simulated ComfyUI", () => {
         out += new TextDecoder().decode(value);
       }
       reader.releaseLock();
-      await until(() => s.pair.comfy.sockets() === 1, "child's socket relayed");
+      await until(() => relayedSockets(s.pair.comfy) === 1, "child's socket relayed");
     } finally {
       child.kill("SIGKILL");
     }
     expect(await child.exited).not.toBe(0);
     // The relay noticed and closed its upstream side.
-    await until(() => s.pair.comfy.sockets() === 0, "upstream side closed after the kill");
+    await until(() => relayedSockets(s.pair.comfy) === 0, "upstream side closed after the kill");
 
     expect(await health(s.t.comfyUrl)).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
     const c = await openWs(wsUrl(s.t.comfyUrl, "/ws?clientId=next"));
@@ -139,11 +139,11 @@ describe("websocket relay to the simulated ComfyUI", () => {
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
     );
     await gotHeaders.promise;
-    await until(() => s.pair.comfy.sockets() === 1, "raw socket relayed");
+    await until(() => relayedSockets(s.pair.comfy) === 1, "raw socket relayed");
     // A masked binary frame announcing 64 KiB, of which only a few bytes ever come.
     sock.write(new Uint8Array([0x82, 0xfe, 0x00, 0x01, 1, 2, 3, 4, 9, 9, 9]));
     sock.terminate();
-    await until(() => s.pair.comfy.sockets() === 0, "upstream side closed after the cut");
+    await until(() => relayedSockets(s.pair.comfy) === 0, "upstream side closed after the cut");
     expect(await health(s.t.comfyUrl)).toEqual({ state: "idle", llm_inflight: 0, image_pending: false });
   });
 });
