@@ -373,10 +373,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
   const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
+  /** The prompt_id of each image job between its arrival and its end (held prompts' order, below). */
+  const promptOfJob = new Map<number, string>();
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
       classMetrics.onJob(e);
+      if (e.phase === "received") promptOfJob.set(e.jobId, e.promptId);
+      else if (e.phase === "released" || e.phase === "left") promptOfJob.delete(e.jobId);
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
       if (e.phase === "retrying") suspectDown("comfy");
@@ -386,7 +390,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const nudges = new Nudges();
   // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27),
   // numbered after every job ComfyUI has had (its last one is read when first needed).
-  const heldPrompts = new HeldPrompts(comfy && (() => comfy.lastNumber()));
+  // Held prompts show in /queue in the lock's order (fair turns): its line names jobs by number.
+  const heldPrompts = new HeldPrompts(
+    comfy && (() => comfy.lastNumber()),
+    () => new Map(lock.imageLine().flatMap((e, i) => (e.tag !== undefined && promptOfJob.has(e.tag) ? [[promptOfJob.get(e.tag)!, i] as const] : []))),
+  );
   // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
   const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
   const live =

@@ -151,3 +151,28 @@ describe("LLM quota", () => {
     expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "llm" })).toBe(2);
   });
 });
+
+describe("held jobs in /queue", () => {
+  test("ComfyUI clients see the jobs waiting for the GPU in /queue in the order they will be sent (fair turns), not arrival", async () => {
+    s = await startStack({ ollama: { tokenDelayMs: 40, tokens: 30 }, comfy: { jobMs: 50 } });
+    const res = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] }) });
+    const reader = res.body!.getReader();
+    expect((await reader.read()).done).toBe(false);
+    const alice = [newPromptId(), newPromptId(), newPromptId()];
+    const bob = newPromptId();
+    const answers = alice.map((id) => submit(s!.t, fromClient(id, "alice-1")));
+    await until(() => s!.t.lock.snapshot().imageWaiting === 3, "alice's three jobs waiting behind the chat");
+    answers.push(submit(s.t, fromClient(bob, "bob-1")));
+    await until(() => s!.t.lock.snapshot().imageWaiting === 4, "bob's job waiting too");
+    const queue = (await (await fetch(`${s.t.comfyUrl}/queue`)).json()) as { queue_pending: [number, string][] };
+    expect(queue.queue_pending.map((item) => item[1])).toEqual([alice[0], bob, alice[1], alice[2]]);
+    const numbers = queue.queue_pending.map((item) => item[0]);
+    expect([...numbers].sort((a, b) => a - b)).toEqual(numbers);
+    while (!(await reader.read()).done) {
+      // the chat ends; the jobs go in that order
+    }
+    expect((await Promise.all(answers)).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    await s.t.settled();
+    expect(sentIds(s)).toEqual([alice[0], bob, alice[1], alice[2]]);
+  });
+});
