@@ -57,6 +57,9 @@ import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKin
  * of a `chatsFirst` class (FAIR_CHATS_FIRST) joins no session while a chat waits: a batch client's
  * session then ends after the job it has in ComfyUI, and the chat goes before its next.
  */
+/** The class of a waiter that names no client (a lease, a job picked up at start): FAIR_CLASSES' default. */
+const ANONYMOUS_CLASS = "normal";
+
 export class GpuLock {
   readonly #now: () => number;
   readonly #onListenerError: (error: unknown, event: LockEvent) => void;
@@ -187,7 +190,7 @@ export class GpuLock {
   #enqueue(queue: Waiter[], kind: LeaseKind, id: number, calledAt: number, signal?: AbortSignal, who?: ImageClient): Promise<Lease> {
     return new Promise<Lease>((resolve, reject) => {
       // One that names no client is a client of its own (first come, first served among those).
-      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined, named: who !== undefined, client: who?.client ?? `#${id}`, cls: who?.cls ?? "", tag: who?.tag };
+      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined, named: who !== undefined, client: who?.client ?? `#${id}`, cls: who?.cls ?? ANONYMOUS_CLASS, tag: who?.tag };
       if (signal) {
         waiter.onAbort = () => this.#abandon(waiter);
         signal.addEventListener("abort", waiter.onAbort, { once: true });

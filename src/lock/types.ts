@@ -72,7 +72,7 @@ export interface GpuLockOptions {
    * image jobs that name a client are taken in fair turns across clients (src/fair/turns.ts), and
    * in an image session each client has at most one job in ComfyUI at a time, so another client's
    * job joins behind at most that one. Jobs that name no client are taken first come, first
-   * served, as before. A class marked `chatsFirst` joins no session while a chat waits.
+   * served, as before, in the class "normal". A class marked `chatsFirst` joins no session while a chat waits.
    * Default: one class, "normal".
    */
   turnClasses?: readonly TurnClass[];

@@ -165,7 +165,7 @@ describe("held jobs in /queue", () => {
     answers.push(submit(s.t, fromClient(bob, "bob-1")));
     await until(() => s!.t.lock.snapshot().imageWaiting === 4, "bob's job waiting too");
     const queue = (await (await fetch(`${s.t.comfyUrl}/queue`)).json()) as { queue_pending: [number, string][] };
-    expect(queue.queue_pending.map((item) => item[1])).toEqual([alice[0], bob, alice[1], alice[2]]);
+    expect(queue.queue_pending.map((item) => item[1])).toEqual([alice[0]!, bob, alice[1]!, alice[2]!]);
     const numbers = queue.queue_pending.map((item) => item[0]);
     expect([...numbers].sort((a, b) => a - b)).toEqual(numbers);
     while (!(await reader.read()).done) {
@@ -173,6 +173,6 @@ describe("held jobs in /queue", () => {
     }
     expect((await Promise.all(answers)).map((r) => r.status)).toEqual([200, 200, 200, 200]);
     await s.t.settled();
-    expect(sentIds(s)).toEqual([alice[0], bob, alice[1], alice[2]]);
+    expect(sentIds(s)).toEqual([alice[0]!, bob, alice[1]!, alice[2]!]);
   });
 });
