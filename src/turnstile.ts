@@ -5,24 +5,21 @@
  */
 import { readFileSync } from "node:fs";
 import { hostname, networkInterfaces } from "node:os";
-import { ComfyClient } from "./comfy/client.ts";
 import { redactUrl } from "./config/redact.ts";
 import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
-import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
-import { PromptIds } from "./jobs/prompt-ids.ts";
-import { SharedQueue } from "./jobs/queue-share.ts";
 import { HeldPrompts } from "./jobs/held-prompts.ts";
 import { JobStarts } from "./jobs/job-starts.ts";
 import { GpuLock } from "./lock/index.ts";
 import { fairSetup, type Fair } from "./fair/setup.ts";
+import type { Identity, Seen } from "./fair/identity.ts";
 import { ClientQuota } from "./fair/quota.ts";
 import type { LlmQuota } from "./proxy/llm-quota.ts";
 import type { Logger } from "./observe/log.ts";
@@ -30,7 +27,7 @@ import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createClassMetrics } from "./observe/class-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
-import { OllamaClient } from "./ollama/client.ts";
+import type { OllamaClient } from "./ollama/client.ts";
 import { noGpuRule } from "./ollama/no-gpu-rule.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
@@ -60,6 +57,10 @@ import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
+import { pickTenants, type Tenants } from "./tenants/pick.ts";
+import { residentsReader, tenantSide } from "./tenants/side.ts";
+import { OllamaTenant } from "./tenants/ollama.ts";
+import { ComfyTenant } from "./tenants/comfyui.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -67,6 +68,8 @@ export interface TurnstileOptions {
   version: string;
   /** An extra subscriber to image-job phases (the demo's timeline). */
   onJobEvent?: JobListener;
+  /** Drivers to use instead of LLM_KIND's and IMAGE_KIND's (a test's fake tenant), for the sides whose URL is set. */
+  tenants?: Partial<Tenants>;
 }
 
 export interface BoundListener {
@@ -235,11 +238,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     onTick: (changed) => cardRefresh.tick(changed),
   });
 
-  const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
-  const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
+  // LLM_KIND's and IMAGE_KIND's drivers (tenants/); Ollama and ComfyUI keep machinery of their own.
+  const tenants = { ...pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses)), ...opts.tenants };
+  const ollama = tenants.llm instanceof OllamaTenant ? tenants.llm.client : undefined;
+  const comfy = tenants.image instanceof ComfyTenant ? tenants.image.client : undefined;
   if (ollama) ollama.onPs = (models) => status.onModels(models);
-  // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
-  if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
+  // What the LLM side holds, for the status page: Ollama's /api/ps (onPs hears it), another kind's resident().
+  const readLlm = ollama ? () => ollama.look(config.probeTimeoutMs) : tenants.llm && residentsReader(tenants.llm, config.probeTimeoutMs, (m) => status.onModels(m));
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
   // Said when first seen (at start) and if ComfyUI comes back on another kind of device.
   if (comfy) {
@@ -250,13 +255,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
   const cardRefresh = new CardRefresh({
-    read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
+    read: () => Promise.allSettled([readLlm?.(), comfy?.systemStats(config.probeTimeoutMs)]),
     busy: () => lock.state !== "idle",
     nextExpiry: () => status.nextModelExpiry(),
   });
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
-  const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
+  const upstreamHealth: HealthBody["upstreams"] = { ollama: tenants.llm ? "down" : "disabled", comfy: tenants.image ? "down" : "disabled" };
   const health = (): HealthBody => {
     const s = lock.snapshot();
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
@@ -291,7 +296,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     llm: llmWatches,
     jobs: tracker,
     comfy,
-    ollama,
+    llmTenant: tenants.llm,
+    imageTenant: tenants.image,
     settings: {
       maxTtlMs: config.leaseMaxTtlMs,
       unloadTimeoutMs: config.unloadTimeoutMs,
@@ -376,7 +382,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   /** The prompt_id of each image job between its arrival and its end (held prompts' order, below). */
   const promptOfJob = new Map<number, string>();
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
       classMetrics.onJob(e);
       if (e.phase === "received") promptOfJob.set(e.jobId, e.promptId);
@@ -407,49 +413,29 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       backoffMaxMs: config.backoffMaxMs,
       onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
     });
-  const imageJob: ImageJobDeps | undefined = comfy && {
-    lock,
-    sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
-      timeoutMs: config.freeTimeoutMs,
-      onCut: (n) => {
-        metrics.nestedCut.inc({}, n);
-        log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
-      },
-    }),
-    comfy,
-    ollama,
-    tracker,
-    emit: emitJob,
-    promptIds: new PromptIds(),
-    queue: new SharedQueue(comfy),
-    nudges,
-    held: heldPrompts,
-    starts: jobStarts,
-    identify: (seen) => fair.identify(seen),
+  const sessions = new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
+    timeoutMs: config.freeTimeoutMs,
+    onCut: (n) => {
+      metrics.nestedCut.inc({}, n);
+      log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
+    },
+  });
+  // Issue 30: who each ComfyUI job is for (its fair turn, its quota).
+  const fairJobs = {
+    identify: (seen: Seen) => fair.identify(seen),
     fairTurns: config.fairTurns,
     quota: {
       slots: new ClientQuota(),
       limit: config.quotaImageJobs,
       retryAfterS: () => common.busy.retryAfterS,
-      refused: (who) => {
+      refused: (who: Identity) => {
         classMetrics.onQuotaRefused(who.cls, "image");
         log.info(`image job refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
       },
     },
-    settings: {
-      unloadTimeoutMs: config.unloadTimeoutMs,
-      unloadPollIntervalMs: config.unloadPollIntervalMs,
-      probeTimeoutMs: config.probeTimeoutMs,
-      jobTimeoutMs: config.jobTimeoutMs,
-      historyPollIntervalMs: config.historyPollIntervalMs,
-      freeTimeoutMs: config.freeTimeoutMs,
-      freePollIntervalMs: config.freePollIntervalMs,
-      promptCaptureLimit: config.promptCaptureLimit,
-      warmModel: config.warmModel,
-      warmTimeoutMs: config.warmTimeoutMs,
-      retry,
-    },
   };
+  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges, held: heldPrompts, starts: jobStarts, fair: fairJobs });
+  const imageJob = side.imageJob;
 
   // Concurrent LLM requests per client (issue 30): never on the nested listener (part of an image job).
   const llmSlots = new ClientQuota();
@@ -541,16 +527,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, llmQuota });
+    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored };
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota });
     if (config.ollamaUrl && config.listenOllamaNested) {
-      const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
-      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, nested });
+      const nested = tenants.image ? () => sessions.joinNested() : undefined;
+      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { ...llmSide, nested });
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
     const heldImageJobs = () => withWaitingLeases(heldPrompts, steering.waiting().length);
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, syncJob: side.syncJob, classify: side.classifyImage, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
@@ -580,10 +567,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
   // upstream's restart into 502s.
   const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
-  const upstreamLog = upstreamHealthLogger(log, metrics);
+  const upstreamLog = upstreamHealthLogger(log, metrics, side.otherKinds);
   const monitor: HealthMonitor = startHealthMonitor({
-    ollama,
-    comfy,
+    ollama: tenants.llm,
+    comfy: tenants.image,
     timeoutMs: config.probeTimeoutMs,
     intervalMs: config.healthIntervalMs,
     report: withHealth(upstreamHealth, (u, up, detail) => {
@@ -594,14 +581,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }),
     // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
     // comes with its own probe, /system_stats).
-    whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
+    whenOllamaUp: readLlm,
   });
 
   const restoreLease = async () => {
     const kept = leaseFile?.load();
     if (kept) await steering.restore(kept);
   };
-  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, log, probeTimeoutMs: config.probeTimeoutMs })
+  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, other: side.pickUpAtStart, log, probeTimeoutMs: config.probeTimeoutMs })
     .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
     .finally(() => {
       starting = false;

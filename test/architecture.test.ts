@@ -26,6 +26,7 @@ const ROOMS = [
   "ollama",
   "comfy",
   "jobs",
+  "tenants",
   "balance",
   "proxy",
   "status",

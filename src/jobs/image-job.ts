@@ -13,7 +13,6 @@
 import type { ComfyClient } from "../comfy/client.ts";
 import { vramReleased } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
-import { emptyOllama, type UnloadResult } from "../ollama/unload.ts";
 import { sleep } from "../http/backoff.ts";
 import { errorResponse } from "../http/dialect.ts";
 import { forward, relayResponse, type Hold, type RetryPolicy } from "../http/forward.ts";
@@ -39,8 +38,6 @@ export interface ImageLock {
 }
 
 export interface ImageJobSettings {
-  unloadTimeoutMs: number;
-  unloadPollIntervalMs: number;
   probeTimeoutMs: number;
   jobTimeoutMs: number;
   historyPollIntervalMs: number;
@@ -56,7 +53,9 @@ export interface ImageJobDeps {
   lock: ImageLock;
   sessions: ImageSessions;
   comfy: ComfyClient;
-  /** Absent when OLLAMA_URL is empty: nothing to unload or warm. */
+  /** The LLM side's proven hand-over (tenants/hand-over.ts); absent when OLLAMA_URL is empty. Never throws. */
+  releaseLlm?: () => Promise<{ tried: string[]; released: boolean; durationMs: number; error?: string; notRunning?: string }>;
+  /** WARM_MODEL's Ollama; absent when OLLAMA_URL is empty or another LLM_KIND. */
   ollama: OllamaClient | undefined;
   settings: ImageJobSettings;
   tracker: JobTracker;
@@ -301,23 +300,11 @@ function deletedAnswer(promptId: string): Response {
   });
 }
 
-/** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
+/** Empty the LLM side (Ollama's: ollama/unload.ts, through its driver). Never throws: a misbehaving neighbour must not fail the user's image request. */
 export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
-  const { ollama, settings, emit } = deps;
-  if (!ollama) return;
-  const t0 = performance.now();
-  let r: UnloadResult;
-  try {
-    r = await emptyOllama(ollama, {
-      timeoutMs: settings.unloadTimeoutMs,
-      pollMs: settings.unloadPollIntervalMs,
-      // A hanging /api/ps is given up on with time left to unload blind and poll again.
-      psTimeoutMs: Math.min(settings.probeTimeoutMs, settings.unloadTimeoutMs / 2),
-    });
-  } catch (err) {
-    r = { tried: [], complete: false, error: describeFetchError(err) };
-  }
-  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error, notRunning: r.notRunning });
+  if (!deps.releaseLlm) return;
+  const r = await deps.releaseLlm();
+  deps.emit({ phase: "unloaded", jobId, models: r.tried, durationMs: r.durationMs, complete: r.released, error: r.error, notRunning: r.notRunning });
 }
 
 const OUTCOME_OF: Record<JobEnd, JobOutcome> = {
