@@ -20,6 +20,7 @@ import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } fr
 import { modelFieldWatcher } from "../ollama/model-field.ts";
 import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
 import { ZstdInflater } from "../http/zstd-body.ts";
+import { releasingTracker, type LlmQuota } from "./llm-quota.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type GateSettings, type LlmLock } from "./llm-gate.ts";
 import { QUEUE_VIEW_PATHS, withHeldJobs, type HeldQueue } from "../balance/comfy-queue.ts";
 import type { WorkClass } from "../tenants/types.ts";
@@ -110,6 +111,8 @@ export interface ListenerAppDeps {
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
+  /** Concurrent LLM requests per client (QUOTA_LLM_REQUESTS, issue 30); absent = none. */
+  llmQuota?: LlmQuota;
   /** The inflate budget for zstd bodies, shared by the listeners (zstd-body.ts). */
   inflater?: ZstdInflater;
   /**
@@ -358,8 +361,11 @@ async function proxyLLM(
   t0: number,
 ): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
+  // A client at its quota is refused before anything is held; a slot ends with the request's entry.
+  const quota = deps.llmQuota?.take(req, clientIp);
+  if (quota && "refused" in quota) return answered(errorResponse(dialect, { status: 429, ...quota.refused }), req, deps, info, t0);
   const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
-  const tracker = deps.llmTracker;
+  const tracker = quota ? releasingTracker(deps.llmTracker, quota.release) : deps.llmTracker;
   const tracked = tracker?.start(url.pathname, clientIp);
   // The nested listener during an image job: the request is part of the job, it takes no LLM slot.
   let nested = deps.nested?.();
