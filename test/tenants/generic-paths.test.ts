@@ -162,7 +162,8 @@ describe("the image side's restore and interrupt", () => {
     fakes.image.reloadMs = 200;
     const ac = new AbortController();
     const answer = gen(tt, ac.signal).catch((e: unknown) => e);
-    await until(() => fakes.calls.includes("image POST /reload"), "the restore began");
+    // The first session's opening restored too: wait for this one's (its client must have reached the turnstile).
+    await until(() => fakes.calls.filter((c) => c === "image POST /reload").length === 2, "the restore began");
     ac.abort();
     await answer;
     await until(() => fakes.calls.filter((c) => c === "image POST /unload").length === 2, "the restored checkpoint released");
