@@ -404,7 +404,7 @@ export const SETTINGS: readonly SettingDef[] = [
     kind: "string",
     pattern: /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/,
     expected: "1-63 letters, digits, dots, dashes or underscores, starting with a letter or digit",
-    doc: "This card's name when several cards sit behind a load balancer: shown as card in /turnstile/status and /readyz, as a card label on every metric, in the status page's title.",
+    doc: "This card's name when several cards sit behind a load balancer: shown as card in /turnstile/status and /readyz, as a card label on every metric, in the status page's title and header, and on the first line of gpu-turnstile status.",
   },
   {
     key: "AGENT_LISTEN",
