@@ -54,6 +54,13 @@ function* sources(dir: string): Generator<string> {
 
 const IMPORT = /(?:from|import)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g;
 
+test("SPEC.md's source map states this order", () => {
+  const spec = readFileSync(join(SRC, "..", "SPEC.md"), "utf8").replace(/\s+/g, " ");
+  const stated = /Imports point one way, down this order: (.*?) \(`sim\/` imports none of them\)/.exec(spec)?.[1];
+  const rooms = ROOMS.filter((r) => r !== "version-define.d.ts" && r !== "sim");
+  expect(stated?.split(", ")).toEqual([...rooms]);
+});
+
 test("every room under src/ has a place in the order", () => {
   const rooms = new Set([...sources(SRC)].map(roomOf));
   expect([...rooms].filter((r) => !(ROOMS as readonly string[]).includes(r))).toEqual([]);

@@ -25,6 +25,17 @@ export function comfyNews(frame: string): ComfyNews | undefined {
   const head = NEWS.exec(frame);
   if (!head) return undefined;
   if (head[1] === "status") return { kind: "queue" };
+  const data = promptFrameData(frame);
+  if (!data) return undefined;
+  if (head[1] === "executing" && data.node !== null) return undefined;
+  return { kind: "ended", promptId: data.prompt_id };
+}
+
+/**
+ * The `data` of a ComfyUI /ws text frame when it names a prompt (`data.prompt_id`); undefined for
+ * a frame that is not such JSON. The callers pick the frames worth parsing by their head first.
+ */
+export function promptFrameData(frame: string): (Record<string, unknown> & { prompt_id: string }) | undefined {
   let msg: unknown;
   try {
     msg = JSON.parse(frame);
@@ -32,9 +43,7 @@ export function comfyNews(frame: string): ComfyNews | undefined {
     return undefined;
   }
   const data = isRecord(msg) && isRecord(msg.data) ? msg.data : undefined;
-  if (!data || typeof data.prompt_id !== "string") return undefined;
-  if (head[1] === "executing" && data.node !== null) return undefined;
-  return { kind: "ended", promptId: data.prompt_id };
+  return data && typeof data.prompt_id === "string" ? (data as Record<string, unknown> & { prompt_id: string }) : undefined;
 }
 
 /** ComfyUI's /ws URL under `base` (its path prefix kept), with a client id of the turnstile's own. */

@@ -157,14 +157,14 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "unloadTimeoutMs",
     default: "60s",
     kind: "duration",
-    doc: "How long to wait for Ollama to unload its models before an image job starts.",
+    doc: "How long to wait for the LLM side (Ollama, or the LLM_KIND server) to give back its models' memory before an image job starts, and to wake again after one.",
   },
   {
     key: "JOB_TIMEOUT",
     field: "jobTimeoutMs",
     default: "15m",
     kind: "duration",
-    doc: "How long one ComfyUI job may run; past it, a job ComfyUI still has is interrupted (the watchdog).",
+    doc: "How long one image job (a ComfyUI prompt, an a1111 or swarmui generation request) may run; past it, it is interrupted (the watchdog).",
   },
   {
     key: "IMAGE_SESSION_MAX",
@@ -321,7 +321,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "unloadPollIntervalMs",
     default: "500ms",
     kind: "duration",
-    doc: "How often Ollama's /api/ps is polled while its models unload.",
+    doc: "How often the LLM side's own report (Ollama's /api/ps, or the LLM_KIND server's) is read while its models unload.",
   },
   {
     key: "HISTORY_POLL_INTERVAL",
@@ -335,7 +335,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "freePollIntervalMs",
     default: "250ms",
     kind: "duration",
-    doc: "How often ComfyUI's /system_stats is polled after /free until its VRAM is back (every 20 ms at most in the first second, when ComfyUI's worker usually unloads).",
+    doc: "How often the image side's memory is read after its release until it is back: ComfyUI's /system_stats after /free (every 20 ms at most in the first second, when ComfyUI's worker usually unloads), or the IMAGE_KIND server's own report.",
   },
   {
     key: "PROBE_TIMEOUT",
@@ -357,7 +357,7 @@ export const SETTINGS: readonly SettingDef[] = [
     field: "freeTimeoutMs",
     default: "30s",
     kind: "duration",
-    doc: "Longest wait for ComfyUI's POST /free and for its VRAM to show as released after an image job.",
+    doc: "Longest wait for the image side's release (ComfyUI's POST /free, or the IMAGE_KIND server's) and for its memory to show as released after an image job.",
   },
   {
     key: "WARM_TIMEOUT",
@@ -457,7 +457,7 @@ export const SETTINGS: readonly SettingDef[] = [
     kind: "string",
     pattern: /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/,
     expected: "1-63 letters, digits, dots, dashes or underscores, starting with a letter or digit",
-    doc: "This card's name when several cards sit behind a load balancer: shown as card in /turnstile/status and /readyz, as a card label on every metric, in the status page's title.",
+    doc: "This card's name when several cards sit behind a load balancer: shown as card in /turnstile/status and /readyz, as a card label on every metric, in the status page's title and header, and on the first line of gpu-turnstile status.",
   },
   {
     key: "AGENT_LISTEN",

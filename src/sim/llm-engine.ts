@@ -7,7 +7,7 @@
  */
 import type { Hold, SimGpu, Tenant } from "./gpu.ts";
 import { countTokens, tokenAt } from "./ollama-models.ts";
-import { AbortedError, type Timers } from "./timers.ts";
+import { raceAbort, type Timers } from "./timers.ts";
 
 /** The ledger side every LLM simulator records on (the GPU ledger calls the LLM side "ollama"). */
 export const LLM_SIDE: Tenant = "ollama";
@@ -194,24 +194,6 @@ export class LlmEngine {
     }
     this.instances.clear();
   }
-}
-
-export function raceAbort(p: Promise<void>, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.reject(new AbortedError());
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => reject(new AbortedError());
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      () => {
-        signal.removeEventListener("abort", onAbort);
-        resolve();
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
 }
 
 // ---------------------------------------------------------------- OpenAI wire (shared by all four)

@@ -7,7 +7,7 @@
 import { FOREVER_MS } from "./clock.ts";
 import type { Hold, SimGpu } from "./gpu.ts";
 import type { Model } from "./ollama-models.ts";
-import { AbortedError, type Timers } from "./timers.ts";
+import { AbortedError, raceAbort, type Timers } from "./timers.ts";
 
 export type RunnerState = "loading" | "loaded" | "unloading";
 
@@ -169,23 +169,4 @@ export class Scheduler {
       () => {},
     );
   }
-}
-
-function raceAbort(p: Promise<void>, signal?: AbortSignal): Promise<void> {
-  if (!signal) return p;
-  if (signal.aborted) return Promise.reject(new AbortedError());
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => reject(new AbortedError());
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      () => {
-        signal.removeEventListener("abort", onAbort);
-        resolve();
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
 }

@@ -9,6 +9,26 @@ export class AbortedError extends Error {
   }
 }
 
+/** `p`, or AbortedError as soon as `signal` aborts (a load or unload a cancelled request stops waiting for). */
+export function raceAbort(p: Promise<void>, signal?: AbortSignal): Promise<void> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(new AbortedError());
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => reject(new AbortedError());
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
 /** setTimeout caps at 2^31-1 ms; longer waits (keep_alive:-1) simply never fire in a sim's lifetime. */
 const MAX_TIMEOUT = 2 ** 31 - 1;
 

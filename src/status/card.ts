@@ -4,6 +4,7 @@
  * step x of y) from the websocket frames the turnstile relays. Pure parsing of upstream answers.
  */
 import { deviceMemory } from "../comfy/device-memory.ts";
+import { promptFrameData } from "../comfy/live-socket.ts";
 import { isRecord } from "../upstream/http.ts";
 
 /** One model Ollama holds, with /api/ps's own field names. */
@@ -72,14 +73,8 @@ export type ComfyJobNews = { prompt_id: string; started: true } | { prompt_id: s
 export function comfyJobNews(frame: string): ComfyJobNews | undefined {
   const head = /^\{\s*"type"\s*:\s*"(progress|execution_start)"/.exec(frame);
   if (!head) return undefined;
-  let msg: unknown;
-  try {
-    msg = JSON.parse(frame);
-  } catch {
-    return undefined;
-  }
-  const data = isRecord(msg) && isRecord(msg.data) ? msg.data : undefined;
-  if (!data || typeof data.prompt_id !== "string") return undefined;
+  const data = promptFrameData(frame);
+  if (!data) return undefined;
   if (head[1] === "execution_start") return { prompt_id: data.prompt_id, started: true };
   if (typeof data.value !== "number" || typeof data.max !== "number") return undefined;
   return { prompt_id: data.prompt_id, started: true, value: data.value, max: data.max };

@@ -73,7 +73,7 @@ describe("help", () => {
     for (const r of [help, list]) {
       expect(r.code).toBe(0);
       for (const d of SETTINGS) expect(r.stdout).toMatch(new RegExp(`^  ${d.key}=`, "m"));
-      expect(r.stdout).toMatch(/^ {2}JOB_TIMEOUT=15m\n {6}How long one ComfyUI job may run; past it, a job ComfyUI still has is\n {6}interrupted \(the watchdog\)\.$/m);
+      expect(r.stdout).toMatch(/^ {2}JOB_TIMEOUT=15m\n {6}How long one image job \(a ComfyUI prompt, an a1111 or swarmui generation\n {6}request\) may run; past it, it is interrupted \(the watchdog\)\.$/m);
       expect(r.stdout).not.toContain(ESC);
     }
     expect(help.stdout).toContain("--sample");

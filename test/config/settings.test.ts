@@ -160,7 +160,7 @@ test("renderSettingsMarkdownTable has one row per setting, in table order", () =
   expect(lines[0]).toBe("| Var | Default | Meaning |");
   expect(lines[1]).toBe("|---|---|---|");
   expect(lines.slice(2).map((l) => /^\| `([A-Z_]+)` \|/.exec(l)?.[1])).toEqual(SETTINGS.map((d) => d.key));
-  expect(lines).toContain("| `UNLOAD_TIMEOUT` | `60s` | How long to wait for Ollama to unload its models before an image job starts. |");
+  expect(lines).toContain("| `UNLOAD_TIMEOUT` | `60s` | How long to wait for the LLM side (Ollama, or the LLM_KIND server) to give back its models' memory before an image job starts, and to wake again after one. |");
   expect(lines.find((l) => l.startsWith("| `OLLAMA_URL`"))).toContain("_(empty = disabled)_");
   expect(lines.find((l) => l.startsWith("| `CFG_VER`"))).toContain("_(installer-managed)_");
   expect(lines.find((l) => l.startsWith("| `LOGLEVEL`"))).toContain("LOG_LEVEL is an alias");

@@ -1,10 +1,10 @@
 /**
- * SPEC.md's "Source map" stays true: every file or folder it names exists under src/, every folder
- * of src/ and every file at its top has an entry, so a file added, moved or removed shows here.
+ * SPEC.md's "Source map" stays true: every file or folder it names exists under src/, and every
+ * module under src/ is named in its folder's entry, so a file added, moved or removed shows here.
  */
 import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 
 const root = new URL("../../", import.meta.url).pathname;
 const src = join(root, "src");
@@ -29,6 +29,14 @@ function namesInMap(): { name: string; dirs: string[] }[] {
   return out;
 }
 
+/** Every .ts and .html file under `dir`, relative to src/. */
+function modules(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    if (e.isDirectory()) return modules(join(dir, e.name));
+    return /\.(?:ts|html)$/.test(e.name) ? [relative(src, join(dir, e.name))] : [];
+  });
+}
+
 describe("SPEC.md source map", () => {
   test("is found", () => {
     expect(block).toContain("turnstile.ts");
@@ -39,6 +47,16 @@ describe("SPEC.md source map", () => {
       .filter(({ name, dirs }) => !dirs.some((d) => existsSync(join(src, d, name))))
       .map(({ name, dirs }) => `${dirs.join("|") || "src"}: ${name}`);
     expect(missing).toEqual([]);
+  });
+
+  test("names every module under src/, in its own folder's entry", () => {
+    const named = namesInMap();
+    const unnamed = modules(src).filter((rel) => {
+      const slash = rel.lastIndexOf("/");
+      const [dir, name] = slash < 0 ? ["", rel] : [rel.slice(0, slash), rel.slice(slash + 1)];
+      return !named.some((n) => n.name === name && n.dirs.includes(dir));
+    });
+    expect(unnamed).toEqual([]);
   });
 
   test("has an entry for every folder of src/ and every file at its top", () => {

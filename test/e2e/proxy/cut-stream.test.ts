@@ -11,6 +11,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startOllamaSim } from "../../../src/sim/index.ts";
+import { freePort } from "../../support/dead-port.ts";
+import { MAIN, mainEnv } from "../../support/main-process.ts";
 import { type Stack, startImageJob, startStack, until } from "./helpers.ts";
 
 /** How soon after the cut the client must see its connection end (far below Bun's 4 s tick). */
@@ -74,13 +76,10 @@ test("a force-release cuts a stream: on the real entry point the client sees the
   const ollama = await startOllamaSim({ loadMs: 5, tokenDelayMs: 2 });
   ollama.override("POST", "/api/chat", stalled);
   const cwd = mkdtempSync(join(tmpdir(), "turnstile-cut-"));
-  const free = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = free.port;
-  free.stop(true);
-  const main = join(import.meta.dir, "../../../src/main.ts");
-  const p = Bun.spawn([process.execPath, main], {
+  const port = freePort();
+  const p = Bun.spawn([process.execPath, MAIN], {
     cwd,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, STATE_DIR: cwd, AUTO_UPDATE: "false", NO_COLOR: "1", OLLAMA_URL: ollama.url, COMFY_URL: "", LISTEN_OLLAMA: `127.0.0.1:${port}`, LOG_FORMAT: "json", LOGLEVEL: "info" },
+    env: mainEnv(cwd, { STATE_DIR: cwd, OLLAMA_URL: ollama.url, COMFY_URL: "", LISTEN_OLLAMA: `127.0.0.1:${port}`, LOG_FORMAT: "json", LOGLEVEL: "info" }),
     stdout: "pipe",
     stderr: "pipe",
   });

@@ -9,6 +9,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "../../support/dead-port.ts";
+import { MAIN, mainEnv } from "../../support/main-process.ts";
 import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
 
 interface Conn {
@@ -227,13 +229,10 @@ describe("connection reuse", () => {
 
 test("LOG_FORMAT=json: an upstream that breaks its framing leaves only JSON lines on stderr, no Bun stack dump", async () => {
   const cwd = mkdtempSync(join(tmpdir(), "turnstile-json-"));
-  const free = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = free.port;
-  free.stop(true);
-  const main = join(import.meta.dir, "../../../src/main.ts");
-  const p = Bun.spawn([process.execPath, main], {
+  const port = freePort();
+  const p = Bun.spawn([process.execPath, MAIN], {
     cwd,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, AUTO_UPDATE: "false", NO_COLOR: "1", OLLAMA_URL: `http://127.0.0.1:${upstream.port}`, LISTEN_OLLAMA: `127.0.0.1:${port}`, LOG_FORMAT: "json", LOGLEVEL: "info" },
+    env: mainEnv(cwd, { OLLAMA_URL: `http://127.0.0.1:${upstream.port}`, LISTEN_OLLAMA: `127.0.0.1:${port}`, LOG_FORMAT: "json", LOGLEVEL: "info" }),
     stdout: "pipe",
     stderr: "pipe",
   });
