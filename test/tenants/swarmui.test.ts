@@ -50,6 +50,10 @@ describe("swarmui driver", () => {
     expect(driver.classify("POST", "/api/generatetext2image")).toBe("image-sync");
     expect(driver.classify("POST", "/API/SelectModel")).toBe("image-sync");
     expect(driver.classify("GET", "/API/GenerateText2ImageWS")).toBe("image-sync");
+    for (const ws of ["/API/GridGenRun", "/API/ImageBatchRun", "/API/DoLoraExtractionWS", "/API/DoTensorRTCreateWS", "/API/SelectModelWS"]) {
+      expect(driver.classify("GET", ws)).toBe("image-sync");
+    }
+    expect(driver.classify("GET", "/API/GenerateText2Image")).toBe("pass");
     expect(driver.classify("POST", "/API/GetNewSession")).toBe("pass");
     expect(driver.classify("POST", "/API/ListModels")).toBe("pass");
     expect(driver.classify("GET", "/View/local/raw/x.png")).toBe("pass");
