@@ -114,3 +114,23 @@ describe("a generation route spelled another way is still the job", () => {
   }
 });
 
+
+// Probe 2: A1111 (FastAPI, as vLLM) answers a route spelled with a trailing slash with a 307 to an
+// absolute URL built from the Host it was sent, which the turnstile sets to COMFY_URL's. Relayed
+// as is, the redirect sent the client straight to A1111: its generation ran beside the loaded LLM,
+// around the lock. A redirect to the upstream's own origin must point back at the turnstile.
+test("a1111: a txt2img spelled with a trailing slash is redirected back through the turnstile, not to A1111 itself", async () => {
+  const r = await start("a1111");
+  expect((await chat(r)).status).toBe(200);
+  expect(r.gpu.holding("ollama")).toBe(true);
+  const manual = await fetch(`${r.t.comfyUrl}/sdapi/v1/txt2img/`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}", redirect: "manual" });
+  expect(manual.status).toBe(307);
+  expect(new URL(manual.headers.get("location")!, manual.url).href).toBe(`${r.t.comfyUrl}/sdapi/v1/txt2img`);
+  // A client that follows it (fetch, requests) generates through the turnstile.
+  const followed = await fetch(`${r.t.comfyUrl}/sdapi/v1/txt2img/`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "x", steps: 4 }) });
+  expect(followed.status).toBe(200);
+  await followed.text();
+  await r.t.settled();
+  expect(r.image.generations()).toBe(1);
+  expect(r.gpu.overlaps()).toEqual([]);
+});
