@@ -2,8 +2,8 @@
  * llama-swap as an LLM-side tenant (tenants.md): it starts a model's process on the first request
  * that names it, so every POST (its OpenAI routes), the GET routes that name their model in
  * `?model=` (`/v1/audio/voices`, `/sdapi/v1/loras`: proxymanager.go's proxyGETModelHandler) and
- * everything under `/upstream/` (which talks to a model's own server, starting it) is LLM work. Release is `POST /api/models/unload` (all);
- * the proof is `GET /running` answering `{"running":[]}`.
+ * everything under `/upstream/` (which talks to a model's own server, starting it) is LLM work.
+ * Release is `POST /api/models/unload` (all); the proof is `GET /running` answering `{"running":[]}`.
  */
 import { holdingFrom, listOf, releaseEach, tenantCall, tenantJson } from "./llm-http.ts";
 import type { CallOptions, Holding, LlmTenant, ReleaseCall, Resident, TenantContext, TenantDriver, WorkClass } from "./types.ts";
