@@ -134,7 +134,7 @@ export function forward(req: Request, opts: ForwardOptions): Promise<ForwardResu
     if (!pool) return retrying(req, opts, pending);
     const head = requestHead(req, opts, pool);
     return pool.request({ method: req.method, target: head.target, headers: head.headers as PoolRequest["headers"], body: undefined, signal: opts.signal, cutClient: opts.cutClient }).then(
-      (res) => (res.status >= 500 ? retrying(req, opts, pending, { res }) : { ok: true, response: res, hold: undefined }),
+      (res) => (res.status >= 500 ? retrying(req, opts, pending, { res }) : { ok: true, response: ownRedirect(res, opts.upstream), hold: undefined }),
       (err: unknown) => retrying(req, opts, pending, { err }),
     );
   } catch (err) {
@@ -229,8 +229,28 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
       await sleep(delayMs, signal);
       continue;
     }
-    return { ok: true, response: res, hold };
+    return { ok: true, response: ownRedirect(res, opts.upstream), hold };
   }
+}
+
+/**
+ * A redirect to the upstream's own origin points back at the turnstile, as nginx's `proxy_redirect
+ * default` does. The upstream got COMFY_URL's or OLLAMA_URL's Host, and Starlette (A1111, vLLM)
+ * builds its trailing-slash redirect as an absolute URL from it: followed as sent, it would take
+ * the client around the lock, straight to the GPU. Relative locations are already ours.
+ */
+function ownRedirect(res: Response, upstream: URL): Response {
+  if (res.status < 300 || res.status > 399) return res;
+  const location = res.headers.get("location");
+  if (location === null || !URL.canParse(location)) return res;
+  const to = new URL(location);
+  const prefix = pathPrefix(upstream);
+  if (to.origin !== upstream.origin || !to.pathname.startsWith(prefix)) return res;
+  const headers = new Headers(res.headers);
+  // Relative (RFC 9110 allows it): the client resolves it against the URL it used, the turnstile's,
+  // whatever Host and scheme it reached us by.
+  headers.set("location", to.pathname.slice(prefix.length) + to.search + to.hash);
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
 }
 
 /**

@@ -201,7 +201,13 @@ export async function startA1111Sim(opts: A1111SimOptions = {}): Promise<A1111Si
       const path = routedPath(url.pathname);
       if (path === undefined) return json({ detail: "Not Found" }, 404);
       const route = routes[path];
-      if (!route) return json({ detail: "Not Found" }, 404);
+      if (!route) {
+        // Starlette's redirect_slashes (FastAPI's default): the other spelling of a route is a 307
+        // to an absolute URL built from the request's own Host.
+        const other = path.endsWith("/") ? path.slice(0, -1) : `${path}/`;
+        if (routes[other]) return new Response(null, { status: 307, headers: { location: `${url.protocol}//${req.headers.get("host")}${other}${url.search}` } });
+        return json({ detail: "Not Found" }, 404);
+      }
       const handler = route[req.method] ?? (req.method === "HEAD" ? route.GET : undefined);
       if (!handler) return json({ detail: "Method Not Allowed" }, 405);
       let body: Record<string, unknown> = {};

@@ -89,7 +89,8 @@ async function route(ctx: RouteCtx, engine: LlmEngine, autoloadDefault: boolean,
     if (outcome === "busy") return openaiError(409, `model '${id}' is processing a request`, "unavailable_error");
     return json(200, { success: true });
   }
-  if (get && (path === "/props" || path === "/slots")) {
+  // Every GET the router proxies to a model's own server routes on `?model=` (server.cpp's proxy_get).
+  if (get && (path === "/props" || path === "/slots" || path === "/lora-adapters")) {
     const id = url.searchParams.get("model");
     if (id === null) {
       return path === "/props" ? json(200, { role: "router", build_info: "b7300-sim" }) : openaiError(400, "model is required");
@@ -99,6 +100,7 @@ async function route(ctx: RouteCtx, engine: LlmEngine, autoloadDefault: boolean,
     const inst = await instanceFor(engine, id, autoload(url, autoloadDefault), fit, sleeping);
     if (inst instanceof Response) return inst;
     if (path === "/slots") return json(200, [{ id: 0, n_ctx: inst.ctx, is_processing: inst.inflight > 0 }]);
+    if (path === "/lora-adapters") return json(200, []);
     return json(200, {
       default_generation_settings: { n_ctx: inst.ctx },
       total_slots: 1,

@@ -4,7 +4,7 @@
  * groups); `GET /running` lists the processes with their state; `POST /api/models/unload` stops
  * them all, `/api/models/unload/{model}` one, and `GET /unload` is the older form of the former.
  */
-import { completionKind, json, type LlmEngine, openaiCompletion, openaiError, parseObject } from "./llm-engine.ts";
+import { completionKind, type Instance, json, type LlmEngine, openaiCompletion, openaiError, parseObject } from "./llm-engine.ts";
 import { type LlmSim, type LlmSimOptions, type RouteCtx, serveLlmSim } from "./llm-server.ts";
 
 export type LlamaSwapSim = LlmSim;
@@ -20,6 +20,22 @@ function unload(engine: LlmEngine, keys: string[]): Response {
   const outcomes = keys.map((k) => engine.release(k));
   if (outcomes.includes("busy")) return text(409, "model is busy with a request");
   return text(200, "OK");
+}
+
+const MODEL_GETS = new Set(["/v1/audio/voices", "/sdapi/v1/loras"]);
+
+/** The model's process, started (every other one stopped first), or the answer when it is unknown. */
+async function swapTo(engine: LlmEngine, id: string): Promise<Instance | Response> {
+  const model = engine.find(id);
+  if (!model) return openaiError(404, `could not find suitable handler for ${id}`);
+  let inst = engine.instances.get(id);
+  if (!inst || inst.state === "unloading") {
+    // Swap: every other process stops before this one starts.
+    await Promise.all([...engine.instances.values()].filter((i) => i.key !== id).map((i) => engine.teardown(i)));
+    if (inst) await inst.unloaded;
+    inst = engine.load(id, model);
+  }
+  return inst;
 }
 
 async function route(ctx: RouteCtx, engine: LlmEngine): Promise<Response> {
@@ -48,20 +64,22 @@ async function route(ctx: RouteCtx, engine: LlmEngine): Promise<Response> {
     if (!engine.find(id)) return text(404, `model ${id} not found`);
     return unload(engine, engine.instances.has(id) ? [id] : []);
   }
+  // GET routes that name their model in `?model=` start its process too (proxymanager.go's proxyGETModelHandler).
+  if (req.method === "GET" && MODEL_GETS.has(path)) {
+    const id = url.searchParams.get("model");
+    if (!id) return openaiError(400, "missing required 'model' query parameter");
+    const inst = await swapTo(engine, id);
+    if (inst instanceof Response) return inst;
+    await inst.loaded;
+    return json(200, path === "/v1/audio/voices" ? { voices: ["alloy"] } : []);
+  }
   const kind = completionKind(path);
   if (kind && req.method === "POST") {
     const b = parseObject(ctx.body);
     if (!b) return openaiError(400, "invalid JSON body");
     const id = typeof b.model === "string" ? b.model : "";
-    const model = engine.find(id);
-    if (!model) return openaiError(404, `could not find suitable handler for ${id}`);
-    let inst = engine.instances.get(id);
-    if (!inst || inst.state === "unloading") {
-      // Swap: every other process stops before this one starts.
-      await Promise.all([...engine.instances.values()].filter((i) => i.key !== id).map((i) => engine.teardown(i)));
-      if (inst) await inst.unloaded;
-      inst = engine.load(id, model);
-    }
+    const inst = await swapTo(engine, id);
+    if (inst instanceof Response) return inst;
     return openaiCompletion(engine, inst, kind, b, req.signal, id);
   }
   return text(404, "404 page not found");

@@ -39,6 +39,8 @@ export const A1111_GPU_PATHS: ReadonlySet<string> = new Set([
   "/sdapi/v1/options",
   "/sdapi/v1/train/embedding",
   "/sdapi/v1/train/hypernetwork",
+  // The ControlNet extension's API: its preprocessors (depth, openpose… models) run on the card.
+  "/controlnet/detect",
 ]);
 
 /** torch's `cuda.reserved.current` from /sdapi/v1/memory, or why there is none. */

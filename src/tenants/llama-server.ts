@@ -5,7 +5,8 @@
  *   reads `/models` again: every `status.value` must be `unloaded` or `sleeping`.
  * - Autoload (on by default) loads a model on ANY request that names it, GET ones through
  *   `?model=` included: so every POST but the unload, and the GET routes that take `?model=`
- *   (`/props`, `/slots`, `/metrics`), are LLM work and wait at the turnstile during an image turn.
+ *   (`/props`, `/slots`, `/metrics`, `/lora-adapters`), are LLM work and wait at the turnstile
+ *   during an image turn.
  * - `--fit` (on by default) squeezes a model into what is free, silently: after a hand-off the
  *   model's context (`/props` `n_ctx`) is compared with the `--ctx-size` it was started with
  *   (`/models` `status.args`), and a smaller one is reported like Ollama's partial offload.
@@ -17,8 +18,8 @@ import type { CallOptions, Holding, LlmTenant, ReleaseCall, Resident, TenantCont
 
 /** Statuses that hold (or are about to hold) memory. */
 const HOLDING = new Set(["loaded", "loading", "downloading"]);
-/** GET routes that route on `?model=` and so may autoload one. */
-const MODEL_GETS = new Set(["/props", "/slots", "/metrics"]);
+/** GET routes that route on `?model=` and so may autoload one (server.cpp's proxy_get, router mode). */
+const MODEL_GETS = new Set(["/props", "/slots", "/metrics", "/lora-adapters"]);
 
 export interface RouterModel {
   id: string;

@@ -1,11 +1,15 @@
 /**
  * llama-swap as an LLM-side tenant (tenants.md): it starts a model's process on the first request
- * that names it, so every POST (its OpenAI routes) and everything under `/upstream/` (which talks
- * to a model's own server, starting it) is LLM work. Release is `POST /api/models/unload` (all);
- * the proof is `GET /running` answering `{"running":[]}`.
+ * that names it, so every POST (its OpenAI routes), the GET routes that name their model in
+ * `?model=` (`/v1/audio/voices`, `/sdapi/v1/loras`: proxymanager.go's proxyGETModelHandler) and
+ * everything under `/upstream/` (which talks to a model's own server, starting it) is LLM work.
+ * Release is `POST /api/models/unload` (all); the proof is `GET /running` answering `{"running":[]}`.
  */
 import { holdingFrom, listOf, releaseEach, tenantCall, tenantJson } from "./llm-http.ts";
 import type { CallOptions, Holding, LlmTenant, ReleaseCall, Resident, TenantContext, TenantDriver, WorkClass } from "./types.ts";
+
+/** GET routes that start the process of the model their `?model=` names. */
+const MODEL_GETS: ReadonlySet<string> = new Set(["/v1/audio/voices", "/sdapi/v1/loras"]);
 
 export class LlamaSwapTenant implements LlmTenant {
   readonly kind = "llama-swap";
@@ -20,7 +24,7 @@ export class LlamaSwapTenant implements LlmTenant {
   classify(method: string, path: string): WorkClass {
     if (path.startsWith("/upstream/")) return "llm";
     if (method === "POST") return path === "/api/models/unload" || path.startsWith("/api/models/unload/") ? "pass" : "llm";
-    return "pass";
+    return MODEL_GETS.has(path) ? "llm" : "pass";
   }
 
   async release({ signal }: CallOptions): Promise<ReleaseCall> {

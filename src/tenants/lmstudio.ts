@@ -12,6 +12,12 @@ import type { CallOptions, Holding, LlmTenant, ReleaseCall, Resident, TenantCont
 import { UpstreamHttpError } from "../upstream/http.ts";
 
 const NOT_GPU_POSTS = new Set(["/api/v1/models/unload", "/api/v1/models/download", "/api/v0/models/unload"]);
+/**
+ * The websocket namespaces LM Studio's own SDKs (lmstudio-js, lmstudio-python: `ws://host/<namespace>`)
+ * load models and run them over. As GPU work, their upgrade is refused (proxy/app.ts's `admit`):
+ * relayed, a socket would hold the card without the lock. `/system`, `/files`, `/repository`… only list and download.
+ */
+const SDK_GPU_NAMESPACES: ReadonlySet<string> = new Set(["/llm", "/embedding"]);
 
 /** Every loaded instance, from `/api/v1/models`. */
 export function loadedInstances(v: unknown): Resident[] {
@@ -35,6 +41,7 @@ export class LmStudioTenant implements LlmTenant {
   ) {}
 
   classify(method: string, path: string): WorkClass {
+    if (method === "GET" && SDK_GPU_NAMESPACES.has(path)) return "llm";
     return method === "POST" && !NOT_GPU_POSTS.has(path) ? "llm" : "pass";
   }
 

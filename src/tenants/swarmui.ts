@@ -25,11 +25,23 @@ import type { CallOptions, Holding, ImageTenant, ReleaseCall, Resident, TenantCo
 /** Routes (lowercased) whose request is a job on the card. */
 export const SWARM_GPU_ROUTES: ReadonlySet<string> = new Set([
   "/api/generatetext2image",
-  "/api/generatetext2imagews",
   "/api/selectmodel",
-  "/api/selectmodelws",
   "/comfybackenddirect/prompt",
   "/comfybackenddirect/api/prompt",
+]);
+
+/**
+ * Routes (lowercased) that run GPU work over a websocket (their handler takes one, so API.cs serves
+ * them only as one): generations, the Grid Generator's and Image Batch tool's batches, a model
+ * load, LoRA extraction and TensorRT builds on a backend. Their upgrade is refused (proxy/app.ts).
+ */
+export const SWARM_GPU_SOCKETS: ReadonlySet<string> = new Set([
+  "/api/generatetext2imagews",
+  "/api/selectmodelws",
+  "/api/gridgenrun",
+  "/api/imagebatchrun",
+  "/api/doloraextractionws",
+  "/api/dotensorrtcreatews",
 ]);
 
 export class SwarmSessionError extends Error {}
@@ -65,9 +77,9 @@ export class SwarmTenant implements ImageTenant {
 
   classify(method: string, path: string): WorkClass {
     const p = path.toLowerCase();
-    if (!SWARM_GPU_ROUTES.has(p)) return "pass";
-    // The WS routes are GET upgrades; every other route is a POST.
-    return method === "POST" || p.endsWith("ws") ? "image-sync" : "pass";
+    // The websocket routes are GET upgrades; every other route is a POST.
+    if (SWARM_GPU_SOCKETS.has(p)) return "image-sync";
+    return method === "POST" && SWARM_GPU_ROUTES.has(p) ? "image-sync" : "pass";
   }
 
   private async post(route: string, body: Record<string, unknown>, o: CallOptions): Promise<Answer> {

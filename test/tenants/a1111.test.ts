@@ -43,6 +43,10 @@ describe("a1111 driver", () => {
     expect(driver.classify("GET", "/sdapi/v1/progress")).toBe("pass");
     expect(driver.classify("GET", "/sdapi/v1/options")).toBe("pass");
     expect(driver.classify("POST", "/sdapi/v1/interrupt")).toBe("pass");
+    // Probe 2: the ControlNet extension's API (sd-webui-controlnet's api.py, the most used
+    // extension's) runs its preprocessors (depth, openpose… models) on the card.
+    expect(driver.classify("POST", "/controlnet/detect")).toBe("image-sync");
+    expect(driver.classify("GET", "/controlnet/model_list")).toBe("pass");
   });
 
   test("hand-over: unload-checkpoint, proven by cuda.reserved falling; the ledger shows the card empty", async () => {

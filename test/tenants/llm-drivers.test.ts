@@ -174,7 +174,7 @@ describe("llama-server traps", () => {
     for (const p of ["/v1/chat/completions", "/completion", "/v1/embeddings", "/tokenize", "/infill", "/models/load", "/v1/messages"]) {
       expect(t.classify("POST", p)).toBe("llm");
     }
-    for (const p of ["/props", "/slots", "/metrics"]) expect(t.classify("GET", p)).toBe("llm");
+    for (const p of ["/props", "/slots", "/metrics", "/lora-adapters"]) expect(t.classify("GET", p)).toBe("llm");
     expect(t.classify("POST", "/models/unload")).toBe("pass");
     for (const p of ["/models", "/v1/models", "/health"]) expect(t.classify("GET", p)).toBe("pass");
   });
@@ -226,6 +226,8 @@ describe("llama-swap traps", () => {
     const t = new LlamaSwapTenant(new URL("http://127.0.0.1:1"), false);
     expect(t.classify("POST", "/v1/chat/completions")).toBe("llm");
     expect(t.classify("GET", "/upstream/qwen/props")).toBe("llm");
+    for (const p of ["/v1/audio/voices", "/sdapi/v1/loras"]) expect(t.classify("GET", p)).toBe("llm");
+    expect(t.classify("GET", "/v1/models")).toBe("pass");
     expect(t.classify("POST", "/api/models/unload")).toBe("pass");
     expect(t.classify("POST", "/api/models/unload/qwen")).toBe("pass");
     expect(t.classify("GET", "/running")).toBe("pass");
@@ -266,6 +268,9 @@ describe("LM Studio traps", () => {
     expect(t.classify("POST", "/api/v1/models/load")).toBe("llm");
     expect(t.classify("POST", "/api/v1/models/unload")).toBe("pass");
     expect(t.classify("GET", "/api/v1/models")).toBe("pass");
+    // The SDK's websocket namespaces that load and run models (refused as websockets by the proxy).
+    for (const p of ["/llm", "/embedding"]) expect(t.classify("GET", p)).toBe("llm");
+    expect(t.classify("GET", "/system")).toBe("pass");
   });
 });
 

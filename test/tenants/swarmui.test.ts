@@ -50,6 +50,10 @@ describe("swarmui driver", () => {
     expect(driver.classify("POST", "/api/generatetext2image")).toBe("image-sync");
     expect(driver.classify("POST", "/API/SelectModel")).toBe("image-sync");
     expect(driver.classify("GET", "/API/GenerateText2ImageWS")).toBe("image-sync");
+    for (const ws of ["/API/GridGenRun", "/API/ImageBatchRun", "/API/DoLoraExtractionWS", "/API/DoTensorRTCreateWS", "/API/SelectModelWS"]) {
+      expect(driver.classify("GET", ws)).toBe("image-sync");
+    }
+    expect(driver.classify("GET", "/API/GenerateText2Image")).toBe("pass");
     expect(driver.classify("POST", "/API/GetNewSession")).toBe("pass");
     expect(driver.classify("POST", "/API/ListModels")).toBe("pass");
     expect(driver.classify("GET", "/View/local/raw/x.png")).toBe("pass");
@@ -75,6 +79,28 @@ describe("swarmui driver", () => {
     expect(v.released).toBe(false);
     expect(v.lied).toBe(true);
     expect(sim.gpu.holding("comfy")).toBe(true);
+  });
+
+  // Probe 2, defect not fixed: SwarmUI never clears a backend's `current_model` when it frees its
+  // memory. BackendAPI.cs FreeBackendMemory calls each backend's FreeMemory, and the ComfyUI
+  // backend's (ComfyUIAPIAbstractBackend.cs) only POSTs ComfyUI's /free; CurrentModelName is
+  // SwarmUI's own bookkeeping, set by a load and cleared only when the backend shuts down
+  // (AbstractT2IBackend.DoShutdownNow). So against a real SwarmUI, once any model was used,
+  // ListBackends names it forever: verify never proves a release, every image turn holds the card
+  // for the whole FREE_TIMEOUT and ends "lied" (warned, release_kept_memory in the status). The
+  // simulator clears current_model on /free, so the suite never sees it. A fix needs a memory
+  // reading: each backend's own ComfyUI /system_stats (SwarmUI relays it at
+  // /ComfyBackendDirect/system_stats, one backend at a time with the X-Swarm-Backend-ID header),
+  // and the simulator keeping current_model as SwarmUI does.
+  test.skip("a real SwarmUI keeps naming the model after FreeBackendMemory freed it: the release is still proven", async () => {
+    const { sim, driver } = await setup();
+    await generateElsewhere(sim);
+    // SwarmUI's answer after the free, as its source has it: the model still named.
+    sim.override("POST", "/API/ListBackends", () => Response.json({ "0": { type: "comfyui_selfstart", status: "running", id: 0, enabled: true, current_model: MODEL } }));
+    const v = await handOver(driver, { ...BOUND, timeoutMs: 500 });
+    expect(sim.gpu.holding("comfy")).toBe(false); // the memory is back on the card
+    expect(v.released).toBe(true);
+    expect(v.lied).toBeUndefined();
   });
 
   test("a refusal while busy (a 200 with an error key) is not accepted; once the job ends the release goes through", async () => {

@@ -37,3 +37,23 @@ test("a generation over GenerateText2ImageWS through the turnstile is refused, n
   expect(swarm.generations()).toBe(0);
   expect(gpu.overlaps()).toEqual([]);
 });
+
+// Probe 2: SwarmUI runs more GPU work over websockets than GenerateText2ImageWS and SelectModelWS:
+// its Grid Generator (GridGenRun) and Image Batch tool (ImageBatchRun) generate whole batches,
+// DoLoraExtractionWS and DoTensorRTCreateWS load models on a backend (GridGeneratorExtension.cs,
+// ImageBatchToolExtension.cs, ComfyUIWebAPI.cs: each takes a WebSocket, so API.cs serves it only
+// as one). Relayed, they ran beside a loaded LLM; they are refused like GenerateText2ImageWS.
+test("SwarmUI's other GPU websockets (Grid Generator, Image Batch, LoRA extraction, TensorRT) are refused too", async () => {
+  const gpu = new SimGpu();
+  const ollama = await startOllamaSim({ gpu, loadMs: 10, unloadMs: 10, tokenDelayMs: 1, tokens: 2 });
+  const swarm = await startSwarmSim({ gpu, jobMs: 50, loadMs: 10, unloadMs: 10 });
+  const t = startTestTurnstile({ OLLAMA_URL: ollama.url, COMFY_URL: swarm.url, IMAGE_KIND: "swarmui" });
+  rig = { ollama, swarm, t };
+  const routes = ["/API/GridGenRun", "/API/ImageBatchRun", "/API/DoLoraExtractionWS", "/api/dotensorrtcreatews"];
+  for (const path of routes) {
+    const res = await fetch(`${t.comfyUrl}${path}`, { headers: { upgrade: "websocket", connection: "Upgrade", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" } });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain("websocket");
+  }
+  expect(swarm.calls.filter((c) => routes.some((r) => r.toLowerCase() === c.path.toLowerCase()))).toEqual([]);
+});
