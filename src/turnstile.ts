@@ -535,7 +535,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
     const heldImageJobs = () => withWaitingLeases(heldPrompts, steering.waiting().length);
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, syncJob: side.syncJob, classify: side.classifyImage, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageDialect: tenants.image?.dialect, imageJob, syncJob: side.syncJob, classify: side.classifyImage, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);

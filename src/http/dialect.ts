@@ -1,10 +1,14 @@
 /**
  * Errors the turnstile itself produces, written in the dialect the client already parses:
  * Ollama's native API (`{"error":"…"}`), the OpenAI-compatible API under /v1
- * (`{"error":{"message","type","param","code"}}`), or ComfyUI's (`{"error":{"type","message",…}}`).
+ * (`{"error":{"message","type","param","code"}}`), ComfyUI's (`{"error":{"type","message",…}}`),
+ * AUTOMATIC1111's (`{"error","detail","body","errors"}`, strings) or SwarmUI's (`{"error_id","error"}`).
  */
 
-export type Dialect = "ollama" | "openai" | "comfy";
+export type Dialect = "ollama" | "openai" | "comfy" | "a1111" | "swarmui";
+
+/** The image side's dialects: the one its driver speaks (ImageTenant.dialect), ComfyUI's by default. */
+export type ImageDialect = "comfy" | "a1111" | "swarmui";
 
 /**
  * The listeners; each answers in its upstream's dialect. `nested`: a second Ollama listener for
@@ -12,8 +16,8 @@ export type Dialect = "ollama" | "openai" | "comfy";
  */
 export type Listener = "ollama" | "comfy" | "nested";
 
-export function dialectFor(listener: Listener, path: string): Dialect {
-  if (listener === "comfy") return "comfy";
+export function dialectFor(listener: Listener, path: string, image: ImageDialect = "comfy"): Dialect {
+  if (listener === "comfy") return image;
   return path === "/v1" || path.startsWith("/v1/") ? "openai" : "ollama";
 }
 
@@ -33,6 +37,11 @@ export function errorBody(dialect: Dialect, e: ErrorReply): unknown {
       return { error: { message: e.message, type: e.type, param: null, code: null } };
     case "comfy":
       return { error: { type: e.type, message: e.message, details: "", extra_info: {} }, node_errors: {} };
+    case "a1111":
+      // modules/api/api.py's handle_exception: every field a string.
+      return { error: e.type, detail: e.message, body: "", errors: e.message };
+    case "swarmui":
+      return { error_id: e.type, error: e.message };
   }
 }
 

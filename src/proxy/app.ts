@@ -12,7 +12,7 @@ import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
 import type { BodyEnd } from "../upstream/h1-pool.ts";
 import { formatDuration } from "../config/duration.ts";
-import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply } from "../http/dialect.ts";
+import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply, type ImageDialect } from "../http/dialect.ts";
 import { admit, requestPath, type RequestTarget } from "./front-door.ts";
 import type { PassWatch } from "./comfy-cancels.ts";
 import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } from "../http/forward.ts";
@@ -93,6 +93,8 @@ export interface HealthBody {
 
 export interface ListenerAppDeps {
   listener: Listener;
+  /** The image listener's error shape: its image tenant's (ComfyUI's by default). */
+  imageDialect?: ImageDialect;
   upstream: URL;
   lock: LlmLock;
   retry: RetryPolicy;
@@ -213,7 +215,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   const refused = (req: Request, cls: RequestClass, reply: ErrorReply, client?: string): Response => {
     const info: Info = { listener, method: req.method, path: requestPath(req.url), class: cls, client };
     observer.start(info);
-    return answered(errorResponse(dialectFor(listener, info.path), reply), req, deps, info, performance.now());
+    return answered(errorResponse(dialectFor(listener, info.path, deps.imageDialect), reply), req, deps, info, performance.now());
   };
 
   // Not async, nor is proxyPass: a pass-through request's promise is forward()'s, continued, with
@@ -241,7 +243,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
       if (cls === "llm") return proxyLLM(req, url, door.routed, clientIp, deps, info, t0).catch(failed);
       const job = cls !== "image" ? undefined : work === "image-sync" ? deps.syncJob : deps.imageJob && ((r: Request, _u: RequestTarget, ip: string | undefined) => handleImageJob(r, ip, deps.imageJob!));
       if (job) {
-        if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, "comfy"), req, deps, info, t0);
+        if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, deps.imageDialect ?? "comfy"), req, deps, info, t0);
         return job(req, url, clientIp).then((res) => answered(res, req, deps, info, t0)).catch(failed);
       }
       const held = deps.heldImageJobs && req.method === "GET" && QUEUE_VIEW_PATHS.has(door.routed) ? deps.heldImageJobs : undefined;
@@ -275,7 +277,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
 function internalError(deps: ListenerAppDeps, req: Request, path: string, err: unknown): Response {
   const reason = err instanceof Error ? err.message : String(err);
   deps.observer.upstreamFailed(deps.listener, { method: req.method, path, reason });
-  return errorResponse(dialectFor(deps.listener, path), {
+  return errorResponse(dialectFor(deps.listener, path, deps.imageDialect), {
     status: 500,
     type: "internal_error",
     message: `gpu-turnstile internal error: ${reason}`,
@@ -360,7 +362,7 @@ async function proxyLLM(
   info: Info,
   t0: number,
 ): Promise<Response> {
-  const dialect = dialectFor(deps.listener, url.pathname);
+  const dialect = dialectFor(deps.listener, url.pathname, deps.imageDialect);
   // A client at its quota is refused before anything is held; a slot ends with the request's entry.
   const quota = deps.llmQuota?.take(req, clientIp);
   if (quota && "refused" in quota) return answered(errorResponse(dialect, { status: 429, ...quota.refused }), req, deps, info, t0);
@@ -576,7 +578,7 @@ function idleAnswer(deps: ListenerAppDeps, dialect: ReturnType<typeof dialectFor
 function unreachable(deps: ListenerAppDeps, req: Request, url: RequestTarget, reason: string): Response {
   deps.observer.upstreamFailed(deps.listener, { method: req.method, path: url.pathname, reason });
   const name = deps.listener === "comfy" ? "ComfyUI" : "Ollama";
-  return errorResponse(dialectFor(deps.listener, url.pathname), {
+  return errorResponse(dialectFor(deps.listener, url.pathname, deps.imageDialect), {
     status: 502,
     type: "upstream_unreachable",
     message: `gpu-turnstile could not reach ${name} at ${deps.upstream.host}: ${redactCredentials(reason)}`,

@@ -56,6 +56,7 @@ export class A1111Tenant implements ImageTenant {
   readonly kind = "a1111";
   readonly side = "image";
   readonly label = "AUTOMATIC1111/Forge";
+  readonly dialect = "a1111";
   /** Our unload-checkpoint was accepted and nothing reloaded since: restore() reloads. */
   #unloaded = false;
 

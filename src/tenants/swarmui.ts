@@ -56,6 +56,7 @@ export class SwarmTenant implements ImageTenant {
   readonly kind = "swarmui";
   readonly side = "image";
   readonly label = "SwarmUI";
+  readonly dialect = "swarmui";
   #session: string;
   /** One GetNewSession at a time, shared by every call that found the session invalid. */
   #renewing: Promise<string> | undefined;

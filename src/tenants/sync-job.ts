@@ -171,8 +171,8 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
         const timeout = timedOut?.aborted === true;
         void finish(timeout ? "timeout" : "upstream_error", result.reason);
         return timeout
-          ? errorResponse("comfy", { status: 504, type: "upstream_timeout", message: `gpu-turnstile: ${image.label} did not answer within JOB_TIMEOUT (${settings.jobTimeoutMs} ms)` })
-          : errorResponse("comfy", { status: 502, type: "upstream_unreachable", message: `gpu-turnstile could not reach ${image.label}: ${result.reason}` });
+          ? errorResponse(image.dialect ?? "comfy", { status: 504, type: "upstream_timeout", message: `gpu-turnstile: ${image.label} did not answer within JOB_TIMEOUT (${settings.jobTimeoutMs} ms)` })
+          : errorResponse(image.dialect ?? "comfy", { status: 502, type: "upstream_unreachable", message: `gpu-turnstile could not reach ${image.label}: ${result.reason}` });
       }
       const res = result.response;
       emit({ phase: "forwarded", jobId, status: res.status, durationMs: performance.now() - started });

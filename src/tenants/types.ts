@@ -9,6 +9,7 @@
  */
 import type { Config } from "../config/types.ts";
 import type { LlmKind, ImageKind } from "../config/tenant-kinds.ts";
+import type { ImageDialect } from "../http/dialect.ts";
 
 export type { LlmKind, ImageKind };
 
@@ -153,6 +154,8 @@ export interface LlmTenant extends TenantBase {
 /** The image side: ComfyUI, AUTOMATIC1111/Forge, SwarmUI. */
 export interface ImageTenant extends TenantBase {
   readonly side: "image";
+  /** How the tenant's own clients read an error: the turnstile's own answers on its listener use it (ComfyUI's when absent). */
+  readonly dialect?: ImageDialect;
   /**
    * Image work the tenant still runs (SwarmUI's live_gens + waiting_gens, A1111's progress
    * job_count). A synchronous job's end is its answer's end; when present, the image side is

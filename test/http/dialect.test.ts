@@ -17,6 +17,18 @@ describe("dialectFor", () => {
   test.each(["/prompt", "/api/prompt", "/v1/chat/completions"])("comfy listener %s → comfy", (path) => {
     expect(dialectFor("comfy", path)).toBe("comfy");
   });
+
+  test("the image listener speaks its image tenant's dialect; the LLM listeners keep theirs", () => {
+    expect(dialectFor("comfy", "/sdapi/v1/txt2img", "a1111")).toBe("a1111");
+    expect(dialectFor("comfy", "/API/GenerateText2Image", "swarmui")).toBe("swarmui");
+    expect(dialectFor("ollama", "/v1/chat/completions", "a1111")).toBe("openai");
+  });
+
+  test("AUTOMATIC1111's and SwarmUI's clients find the message as a string where they read it", () => {
+    const e = { status: 504, type: "upstream_timeout", message: "gpu-turnstile: no answer within JOB_TIMEOUT" };
+    expect(errorBody("a1111", e)).toEqual({ error: "upstream_timeout", detail: e.message, body: "", errors: e.message });
+    expect(errorBody("swarmui", e)).toEqual({ error_id: "upstream_timeout", error: e.message });
+  });
 });
 
 describe("error bodies", () => {

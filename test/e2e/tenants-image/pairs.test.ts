@@ -135,15 +135,12 @@ test("a1111: a txt2img spelled with a trailing slash is redirected back through 
   expect(r.gpu.overlaps()).toEqual([]);
 });
 
-// Probe 2, defect not fixed: the turnstile's own errors on the image listener are always in
-// ComfyUI's shape ({"error":{"type","message","details","extra_info"},"node_errors":{}}), whatever
-// IMAGE_KIND is (sync-job.ts and proxy/app.ts call errorResponse("comfy", …); dialectFor() knows
-// listeners, not kinds). A1111's clients read FastAPI's shape (api.py: {"error","detail","body",
-// "errors"}, strings), SwarmUI's read {"error_id","error"} (a string): a JOB_TIMEOUT, a refused
-// websocket or a bad path reaches them as an object where they expect the message. The standard:
-// "a 4xx with a message in the client's own dialect". A fix: a dialect per image kind.
+// Probe 2: the turnstile's own errors on the image listener were always in ComfyUI's shape
+// ({"error":{"type","message",…},"node_errors":{}}), whatever IMAGE_KIND was. A1111's clients read
+// api.py's shape ({"error","detail","body","errors"}, strings), SwarmUI's {"error_id","error"} (a
+// string). Each image driver now names its dialect.
 for (const [kind, field] of [["a1111", "detail"], ["swarmui", "error"]] as const) {
-  test.skip(`${kind}: the turnstile's own error (JOB_TIMEOUT) is in ${kind}'s shape, its message a string in "${field}"`, async () => {
+  test(`${kind}: the turnstile's own error (JOB_TIMEOUT) is in ${kind}'s shape, its message a string in "${field}"`, async () => {
     const r = await start(kind, {}, { JOB_TIMEOUT: "200ms" });
     const res = await IMAGE_KIND_SIMS[kind].generate(r.t.comfyUrl, { jobMs: 2000 });
     expect(res.status).toBe(504);
