@@ -47,6 +47,7 @@ import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
+import { startCoexist } from "./observe/coexist-wire.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -341,6 +342,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       backoffMaxMs: config.backoffMaxMs,
       onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
     });
+  const coexist = startCoexist(config, { ollama, comfy, registry: metrics.registry, log });
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
@@ -357,6 +359,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges,
+    coexist,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
       unloadPollIntervalMs: config.unloadPollIntervalMs,
@@ -434,7 +437,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass });
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
       start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, nested });

@@ -124,6 +124,21 @@ export function comfyUse(card: CardMeasure, coResidentBytes: number): number {
   return Math.max(0, card.totalBytes - card.freeBytes - coResidentBytes);
 }
 
+/** COEXIST_MARGIN's text ("1GiB", "512 MiB"; the settings table checked its form) in bytes. */
+export function parseSize(text: string): number {
+  const m = /^\s*([0-9]+(?:\.[0-9]+)?)\s*(MiB|GiB)\s*$/i.exec(text);
+  if (!m) throw new Error(`not a size: ${JSON.stringify(text)}`);
+  return Math.round(Number(m[1]) * (m[2]!.toLowerCase() === "gib" ? 1024 ** 3 : 1024 ** 2));
+}
+
+/** COEXIST_MODELS's text as a list. */
+export function parseModelList(text: string): string[] {
+  return text
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
 function escapeRegExp(s: string): string {
   return s.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
 }

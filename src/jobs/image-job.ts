@@ -25,8 +25,10 @@ import type { Nudges } from "./nudge.ts";
 import { admitPrompt } from "./prompt-admission.ts";
 import { comfyKnows, type PromptIds } from "./prompt-ids.ts";
 import type { SharedQueue } from "./queue-share.ts";
+import type { Coexistence } from "./coexist.ts";
 import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
+import { workflowKeyOfBody } from "./workflow-key.ts";
 
 /** The part of the GPU lock an image job uses directly (the image side goes through `sessions`). */
 export interface ImageLock {
@@ -63,6 +65,8 @@ export interface ImageJobDeps {
   queue?: SharedQueue;
   /** Wakes followers when a client cancels its jobs (proxy/comfy-cancels.ts). */
   nudges?: Nudges;
+  /** COEXIST: a model may stay beside the session's jobs (coexist.ts); absent when off. */
+  coexist?: Coexistence;
 }
 
 let nextJobId = 1;
@@ -79,6 +83,8 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const clientId = admission.body.clientId;
   const fresh = admission.fresh;
   const jobId = takeJobId();
+  const { coexist } = deps;
+  const workflow = coexist ? workflowKeyOfBody(admission.body.bytes) : undefined;
   emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
   const clientSignal = req.signal;
   let lease: SessionTicket | undefined;
@@ -98,6 +104,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     const l = lease;
     lease = undefined;
     left = l.leave(() => freeComfy(jobId, sentId, deps)).then((ended) => {
+      if (ended) coexist?.sessionEnded();
       heldMs = performance.now() - acquiredAt;
       return ended;
     });
@@ -123,12 +130,14 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // Taken before every attempt to reach ComfyUI. If ComfyUI is down the attempt fails, the GPU is
   // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
   const acquire = async (): Promise<Hold> => {
-    const l = await sessions.enter(clientSignal, () => unloadOllama(jobId, deps));
+    const prepare = coexist ? () => coexist.prepare(workflow, (keep) => unloadOllamaKeeping(jobId, deps, keep)) : () => unloadOllama(jobId, deps);
+    const l = await sessions.enter(clientSignal, prepare);
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();
     emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession });
     await l.ready();
+    await coexist?.beforeJob(workflow);
     if (clientSignal.aborted) {
       release("client_gone");
       throw clientSignal.reason;
@@ -241,6 +250,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
         if (ids.some((id) => deps.tracker.interrupted.delete(id))) outcome = "interrupted";
         for (const f of followed) f.done();
       }
+      coexist?.jobEnded(workflow, outcome === "completed" || outcome === "failed" ? outcome : "other");
       if (await release(outcome)) await warm(deps);
     });
   }
@@ -248,8 +258,13 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
 
 /** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
 export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
+  await unloadOllamaKeeping(jobId, deps);
+}
+
+/** The same, sparing `keep` (a model COEXIST admitted to stay); the result says what was sent. */
+export async function unloadOllamaKeeping(jobId: number, deps: ImageJobDeps, keep?: string): Promise<UnloadResult | undefined> {
   const { ollama, settings, emit } = deps;
-  if (!ollama) return;
+  if (!ollama) return undefined;
   const t0 = performance.now();
   let r: UnloadResult;
   try {
@@ -258,11 +273,13 @@ export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<v
       pollMs: settings.unloadPollIntervalMs,
       // A hanging /api/ps is given up on with time left to unload blind and poll again.
       psTimeoutMs: Math.min(settings.probeTimeoutMs, settings.unloadTimeoutMs / 2),
+      keep,
     });
   } catch (err) {
     r = { tried: [], complete: false, error: describeFetchError(err) };
   }
   emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error, notRunning: r.notRunning });
+  return r;
 }
 
 const OUTCOME_OF: Record<JobEnd, JobOutcome> = {

@@ -35,6 +35,16 @@ export function workflowKey(prompt: unknown): string | undefined {
   return createHash("sha256").update(JSON.stringify(canonical(nodes))).digest("hex").slice(0, 16);
 }
 
+/** The key of a /prompt body's `prompt`; undefined when the body is not JSON or has no graph. */
+export function workflowKeyOfBody(bytes: Uint8Array): string | undefined {
+  try {
+    const data: unknown = JSON.parse(new TextDecoder().decode(bytes));
+    return isRecord(data) ? workflowKey(data.prompt) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Objects with their keys sorted, so the order a client wrote them in does not matter. */
 function canonical(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(canonical);

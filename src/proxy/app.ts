@@ -116,6 +116,11 @@ export interface ListenerAppDeps {
   noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined | Promise<NoGpuReason | undefined>;
   /** The nested listener: a slot in the image session running a job now, if there is one. */
   nested?: () => NestedSlot | undefined;
+  /**
+   * COEXIST: during an image session, a hold for a request to the model staying beside it (served
+   * at once, jobs/coexist.ts); undefined otherwise. The model is read from a buffered body.
+   */
+  coexist?: (model: string | undefined) => Hold | undefined;
   /** Whether the last health probe found this listener's upstream down (pass-through fails fast then). */
   upstreamDown?: () => boolean;
   /** Drops a client's connection without an error (the listener's server; see h1-pool.ts's cutClient). */
@@ -366,7 +371,7 @@ async function proxyLLM(
     }
     info.nested = slot ? true : undefined;
     if (slot && watch) slot.onCut((err) => watch.cut(err));
-    const hold = slot ?? (await admitSlot());
+    const hold = slot ?? deps.coexist?.(model) ?? (await admitSlot());
     return watch ? watch.arm(hold) : hold;
   };
   const bodyWatch = deps.watchLlmBody?.();

@@ -6,24 +6,15 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { LoadedModel } from "../../src/ollama/client.ts";
-import { admitBeside, comfyUse, modelAllowed, mustEject, type CardMeasure, type CoexistSettings } from "../../src/jobs/coexist-rule.ts";
+import { admitBeside, comfyUse, modelAllowed, mustEject, parseModelList, parseSize, type CardMeasure, type CoexistSettings } from "../../src/jobs/coexist-rule.ts";
 import { LearnedPeaks } from "../../src/jobs/learned-peaks.ts";
 import { workflowKey } from "../../src/jobs/workflow-key.ts";
+import { mulberry32 } from "../support/prng.ts";
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;
 
-/** mulberry32: small, seeded, good enough to draw test cases from. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 const between = (r: () => number, lo: number, hi: number) => Math.floor(lo + r() * (hi - lo));
 
 const on = (marginBytes = GiB): CoexistSettings => ({ enabled: true, models: ["nomic-embed-text", "qwen*"], marginBytes });
@@ -226,5 +217,15 @@ describe("allowed models", () => {
     expect(modelAllowed("anything", ["", " "])).toBe(false);
     expect(modelAllowed("a.b", ["a*b"])).toBe(true);
     expect(modelAllowed("axb", ["a.b"])).toBe(false);
+  });
+});
+
+describe("settings text", () => {
+  test("COEXIST_MARGIN and COEXIST_MODELS as the table lets them be written", () => {
+    expect(parseSize("1GiB")).toBe(GiB);
+    expect(parseSize(" 512 mib ")).toBe(512 * MiB);
+    expect(parseSize("1.5GiB")).toBe(1.5 * GiB);
+    expect(() => parseSize("1GB")).toThrow();
+    expect(parseModelList(" nomic-embed-text, qwen*:3b ,,")).toEqual(["nomic-embed-text", "qwen*:3b"]);
   });
 });
