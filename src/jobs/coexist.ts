@@ -114,9 +114,12 @@ export class Coexistence {
     const ep = this.#episode;
     if (!ep) return;
     if (workflow) ep.workflows.add(workflow);
-    if (!ep.resident) return;
+    const m = ep.resident;
+    if (!m) return;
     const card = await this.#card().catch(() => undefined);
-    const verdict = card && this.#admit(ep.resident, card, workflow);
+    // Another job's check may have ejected it meanwhile (jobs join a session at once).
+    if (ep.resident !== m) return;
+    const verdict = card && this.#admit(m, card, workflow);
     if (verdict?.admit) {
       ep.headroomBytes = Math.min(ep.headroomBytes ?? Infinity, verdict.headroomBytes);
       return;
@@ -149,7 +152,7 @@ export class Coexistence {
    */
   serve(model: string | undefined): { release(): void } | undefined {
     const ep = this.#episode;
-    if (!ep?.resident || model === undefined || !modelAllowed(ep.resident.name, [model])) return undefined;
+    if (!ep?.resident || model === undefined || withTag(model) !== withTag(ep.resident.name)) return undefined;
     ep.inFlight++;
     let done = false;
     return {
@@ -232,12 +235,32 @@ export class Coexistence {
           const why = card.shared !== undefined ? `ComfyUI now runs on ${card.shared}` : `free memory ${card.freeBytes} below COEXIST_MARGIN ${options.marginBytes}`;
           await this.#eject(ep, why, card);
         }
+        if (ep.resident) await this.#recheck(ep, card);
       } catch (err) {
         // Blind: a model kept beside a job whose memory cannot be read is not kept.
         if (signal.aborted) return;
         if (ep.resident) await this.#eject(ep, `ComfyUI's memory could not be read: ${describeFetchError(err)}`, undefined);
       }
       await sleep(options.pollMs, signal).catch(() => {});
+    }
+  }
+
+  /**
+   * The resident model as Ollama lists it now. A request with other load options (num_ctx…) makes
+   * Ollama reload it, at another size or partly on the CPU: that is no longer what was admitted.
+   * Gone (its keep_alive ran out): it is not served again, as loading it would be a new admission.
+   */
+  async #recheck(ep: Episode, card: CardMeasure): Promise<void> {
+    const m = ep.resident!;
+    const now = (await this.deps.ollama.ps(undefined, this.deps.options.readTimeoutMs)).find((l) => l.name === m.name);
+    if (ep.resident !== m) return;
+    if (!now) {
+      ep.resident = undefined;
+      ep.headroomBytes = undefined;
+      return;
+    }
+    if (now.size !== m.size || now.sizeVram !== now.size) {
+      await this.#eject(ep, `Ollama reloaded it: ${now.sizeVram} of ${now.size} bytes in VRAM, admitted at ${m.size}`, card);
     }
   }
 
@@ -278,4 +301,10 @@ export class Coexistence {
     for (const w of ep.completed) rose = this.deps.peaks.record(w, ep.maxUse) || rose;
     this.deps.emit({ kind: "learned", workflows: [...ep.completed], peakBytes: ep.maxUse, rose });
   }
+}
+
+/** Ollama's name for a model: a bare name means its `latest` tag. */
+function withTag(name: string): string {
+  const n = name.toLowerCase();
+  return n.includes(":") ? n : `${n}:latest`;
 }
