@@ -47,7 +47,7 @@ import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
-import { startCoexist } from "./observe/coexist-wire.ts";
+import { coexistStatus, startCoexist } from "./observe/coexist-wire.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -182,7 +182,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   lock.onEvent(lockLogger(log));
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
   const upstreamUrls = { ollama: config.ollamaUrl && redactUrl(config.ollamaUrl), comfy: config.comfyUrl && redactUrl(config.comfyUrl) };
-  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
+  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting(), coexist: config.coexist ? () => coexistStatus(coexist) : undefined });
   lock.onEvent((e) => status.onLock(e));
   const cardMetrics = createCardMetrics(metrics.registry, {
     // Exact counts: the status lists are cut at MAX_LISTED.
@@ -200,6 +200,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
 
   const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
   const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
+  const coexist = startCoexist(config, { ollama, comfy, registry: metrics.registry, log });
   if (ollama) ollama.onPs = (models) => status.onModels(models);
   // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
   if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
@@ -342,7 +343,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       backoffMaxMs: config.backoffMaxMs,
       onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
     });
-  const coexist = startCoexist(config, { ollama, comfy, registry: metrics.registry, log });
   const imageJob: ImageJobDeps | undefined = comfy && {
     lock,
     sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {

@@ -8,6 +8,7 @@ import { type CoexistEvent, Coexistence } from "../jobs/coexist.ts";
 import { parseModelList, parseSize } from "../jobs/coexist-rule.ts";
 import { LearnedPeaks } from "../jobs/learned-peaks.ts";
 import type { OllamaClient } from "../ollama/client.ts";
+import type { CoexistStatus } from "../status/model.ts";
 import type { Logger } from "./log.ts";
 import type { Registry } from "./metrics.ts";
 import { formatBytes } from "./units.ts";
@@ -67,4 +68,17 @@ export function startCoexist(
     peaks: new LearnedPeaks(),
     emit: onEvent,
   });
+}
+
+/** The controller's view as the status document spells it (all empty when it could not be built). */
+export function coexistStatus(c: Coexistence | undefined): CoexistStatus {
+  const v = c?.view() ?? {};
+  const e = v.lastEject;
+  return {
+    model: v.model ?? null,
+    headroom_bytes: v.headroomBytes ?? null,
+    learned_peak_bytes: v.peakBytes ?? null,
+    free_bytes: v.freeBytes ?? null,
+    last_eject: e ? { at: e.at, model: e.model, why: e.why, free_bytes: e.freeBytes ?? null } : null,
+  };
 }

@@ -4,6 +4,7 @@
  * curve (extra_data.sim_work_bytes), and the ledger's memory invariant holds throughout.
  */
 import { afterEach, describe, expect, test } from "bun:test";
+import type { CoexistStatus, StatusDoc } from "../../../src/status/model.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { callsTo, newPromptId, postJson, promptBody, type Stack, startStack, submit, until, warnLines } from "./helpers.ts";
 
@@ -47,6 +48,10 @@ async function metric(s: Stack, name: string): Promise<number> {
   return sampleValue(parseExposition(await (await fetch(`${s.t.ollamaUrl}/metrics`)).text()), name) ?? NaN;
 }
 
+async function statusDoc(s: Stack): Promise<StatusDoc & { coexist: CoexistStatus }> {
+  return (await fetch(`${s.t.ollamaUrl}/turnstile/status`)).json() as Promise<StatusDoc & { coexist: CoexistStatus }>;
+}
+
 const unloadsOf = (s: Stack, model: string) =>
   callsTo(s.ollama!.calls, /^\/api\/(generate|embed)$/, "POST").filter((c) => {
     const b = JSON.parse(c.bodyText) as { model: string; keep_alive?: number };
@@ -71,6 +76,12 @@ describe("COEXIST on", () => {
     // Served at once, beside the job: the job is still running when the answer is in.
     expect(s.comfy!.runningJob()).toBeDefined();
     expect(performance.now() - t0).toBeLessThan(1000);
+    // The operator sees it: the model, its headroom and the workflow's learned peak.
+    const doc = await statusDoc(s);
+    expect(doc.coexist.model).toBe(`${EMBED}:latest`);
+    expect(doc.coexist.headroom_bytes).toBeGreaterThan(0);
+    expect(doc.coexist.learned_peak_bytes).toBeGreaterThan(4 * GB);
+    expect(doc.coexist.last_eject).toBeNull();
     await idle(s, "the second job's end");
     expect(unloadsOf(s, EMBED)).toHaveLength(1);
     expect(await metric(s, "gpu_turnstile_coexist_admissions_total")).toBe(1);
@@ -99,6 +110,7 @@ describe("COEXIST on", () => {
     await idle(s, "the growing job");
     expect(warnLines(s.t, `ejected ${EMBED}`)[0]).toMatch(/below COEXIST_MARGIN/);
     expect(await metric(s, "gpu_turnstile_coexist_ejects_total")).toBe(1);
+    expect((await statusDoc(s)).coexist.last_eject).toMatchObject({ model: `${EMBED}:latest`, why: expect.stringContaining("below COEXIST_MARGIN") });
     expect(s.gpu.violations({ coexist: true })).toEqual([]);
     expect(s.t.logLines.some((l) => l.includes("learned peak") && l.includes("higher than before"))).toBe(true);
     // The job itself was never short of memory.
