@@ -78,10 +78,7 @@ interface Episode {
   /** Some read found the memory not measured (cpu, mps, DirectML): nothing is learned. */
   unmeasured: boolean;
   lastFree?: number;
-  /** Requests for the resident model in flight (served through `serve`). */
-  inFlight: number;
   readonly stop: AbortController;
-  watching?: Promise<void>;
 }
 
 export class Coexistence {
@@ -97,7 +94,7 @@ export class Coexistence {
    */
   async prepare(workflow: string | undefined, unload: (keep?: string) => Promise<UnloadResult | undefined>): Promise<void> {
     this.#end();
-    const ep: Episode = { workflows: new Set(workflow ? [workflow] : []), completed: new Set(), resident: undefined, admittedEver: false, maxUse: undefined, unmeasured: false, inFlight: 0, stop: new AbortController() };
+    const ep: Episode = { workflows: new Set(workflow ? [workflow] : []), completed: new Set(), resident: undefined, admittedEver: false, maxUse: undefined, unmeasured: false, stop: new AbortController() };
     this.#episode = ep;
     const keep = await this.#choose(ep, workflow).catch(() => undefined);
     const r = await unload(keep?.name);
@@ -106,7 +103,7 @@ export class Coexistence {
       ep.resident = undefined;
       ep.headroomBytes = undefined;
     }
-    ep.watching = this.#watch(ep);
+    void this.#watch(ep);
   }
 
   /** A job about to go to ComfyUI in the open session: a workflow the rule does not admit ejects the model first. */
@@ -149,19 +146,14 @@ export class Coexistence {
   /**
    * An LLM request for `model` while a session is open: a hold when the model is the one staying
    * beside it (the request goes to Ollama at once), undefined otherwise (it waits for the lock).
+   * The hold counts nothing: one still running when the session ends needs no wait, as the next
+   * session that does not keep the model waits for Ollama's /api/ps to be empty, which Ollama
+   * reaches only once the request is done.
    */
   serve(model: string | undefined): { release(): void } | undefined {
     const ep = this.#episode;
     if (!ep?.resident || model === undefined || withTag(model) !== withTag(ep.resident.name)) return undefined;
-    ep.inFlight++;
-    let done = false;
-    return {
-      release: () => {
-        if (done) return;
-        done = true;
-        ep.inFlight--;
-      },
-    };
+    return NOTHING_HELD;
   }
 
   view(): CoexistView {
@@ -302,6 +294,8 @@ export class Coexistence {
     this.deps.emit({ kind: "learned", workflows: [...ep.completed], peakBytes: ep.maxUse, rose });
   }
 }
+
+const NOTHING_HELD = { release() {} };
 
 /** Ollama's name for a model: a bare name means its `latest` tag. */
 function withTag(name: string): string {

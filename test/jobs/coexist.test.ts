@@ -1,0 +1,96 @@
+/**
+ * The co-residency controller against fake clients (the simulators' end-to-end runs are in
+ * test/e2e/jobs/coexist*.test.ts): what it keeps, what it serves, and two joiners at once.
+ */
+import { describe, expect, test } from "bun:test";
+import type { ComfyClient } from "../../src/comfy/client.ts";
+import { type CoexistEvent, Coexistence } from "../../src/jobs/coexist.ts";
+import { LearnedPeaks } from "../../src/jobs/learned-peaks.ts";
+import type { LoadedModel, OllamaClient } from "../../src/ollama/client.ts";
+
+const GiB = 1024 ** 3;
+const EMBED: LoadedModel = { name: "nomic-embed-text:latest", size: 600 * 1024 ** 2, sizeVram: 600 * 1024 ** 2 };
+
+function setup(opts: { free?: number; statsDelay?: () => Promise<void> } = {}) {
+  const events: CoexistEvent[] = [];
+  const unloaded: string[] = [];
+  let free = opts.free ?? 20 * GiB;
+  const ollama = {
+    ps: async () => (unloaded.includes(EMBED.name) ? [] : [EMBED]),
+    unload: async (m: string) => {
+      unloaded.push(m);
+      return "generate" as const;
+    },
+  } as unknown as OllamaClient;
+  const comfy = {
+    systemStats: async () => {
+      await opts.statsDelay?.();
+      return { version: "x", torchReserved: 0, shared: undefined, totalBytes: 24 * GiB, freeBytes: free };
+    },
+  } as unknown as ComfyClient;
+  const peaks = new LearnedPeaks();
+  peaks.record("small", 6 * GiB);
+  const c = new Coexistence({
+    options: { enabled: true, models: ["nomic-embed-text"], marginBytes: GiB, pollMs: 60_000, readTimeoutMs: 1000 },
+    ollama,
+    comfy,
+    peaks,
+    emit: (e) => events.push(e),
+  });
+  return { c, events, unloaded, peaks, setFree: (b: number) => (free = b) };
+}
+
+const unloadNone = async (keep?: string) => ({ tried: [], complete: true, keep });
+
+describe("Coexistence", () => {
+  test("keeps an admitted model and serves it by name, tag or none; other models wait", async () => {
+    const { c, events } = setup();
+    await c.prepare("small", unloadNone);
+    expect(events.map((e) => e.kind)).toEqual(["admitted"]);
+    expect(c.serve("nomic-embed-text")).toBeDefined();
+    expect(c.serve("NOMIC-EMBED-TEXT:latest")).toBeDefined();
+    expect(c.serve("nomic-embed-text:v1.5")).toBeUndefined();
+    expect(c.serve("nomic*")).toBeUndefined();
+    expect(c.serve(undefined)).toBeUndefined();
+    expect(c.view()).toMatchObject({ model: EMBED.name, peakBytes: 6 * GiB });
+    c.sessionEnded();
+    expect(c.serve("nomic-embed-text")).toBeUndefined();
+  });
+
+  test("an unlearned workflow keeps nothing, and its completed run is learned at the session's end", async () => {
+    const { c, events, peaks } = setup();
+    await c.prepare("new", unloadNone);
+    expect(events[0]).toMatchObject({ kind: "refused", reason: "unlearned" });
+    expect(c.serve("nomic-embed-text")).toBeUndefined();
+    c.jobEnded("new", "completed");
+    // The watch's first reading of the card, then the end.
+    const deadline = Date.now() + 2000;
+    while (c.view().freeBytes === undefined && Date.now() < deadline) await Promise.resolve();
+    c.sessionEnded();
+    expect(peaks.get("new")?.peakBytes).toBeGreaterThan(0);
+  });
+
+  test("two jobs joining at once: one ejects, the other finds it gone (no throw, one unload)", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let holdStats = false;
+    const { c, unloaded, events } = setup({ statsDelay: () => (holdStats ? gate : Promise.resolve()) });
+    await c.prepare("small", unloadNone);
+    holdStats = true;
+    const a = c.beforeJob("unlearned-1");
+    const b = c.beforeJob("unlearned-2");
+    release();
+    await Promise.all([a, b]);
+    expect(unloaded).toEqual([EMBED.name]);
+    expect(events.filter((e) => e.kind === "ejected")).toHaveLength(1);
+    c.sessionEnded();
+  });
+
+  test("a failed job after an admission makes its workflow exclusive only", async () => {
+    const { c, peaks } = setup();
+    await c.prepare("small", unloadNone);
+    c.jobEnded("small", "failed");
+    c.sessionEnded();
+    expect(peaks.get("small")?.exclusiveOnly).toBeDefined();
+  });
+});
