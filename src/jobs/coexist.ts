@@ -231,7 +231,7 @@ export class Coexistence {
       } catch (err) {
         // Blind: a model kept beside a job whose memory cannot be read is not kept.
         if (signal.aborted) return;
-        if (ep.resident) await this.#eject(ep, `ComfyUI's memory could not be read: ${describeFetchError(err)}`, undefined);
+        if (ep.resident) await this.#eject(ep, `the card's memory could not be read (ComfyUI's /system_stats or Ollama's /api/ps): ${describeFetchError(err)}`, undefined);
       }
       await sleep(options.pollMs, signal).catch(() => {});
     }

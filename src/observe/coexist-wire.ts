@@ -20,7 +20,13 @@ export function startCoexist(
   deps: { ollama: OllamaClient | undefined; comfy: ComfyClient | undefined; registry: Registry; log: Pick<Logger, "info" | "warn"> },
 ): Coexistence | undefined {
   const { ollama, comfy, registry, log } = deps;
-  if (!config.coexist || !ollama || !comfy) return undefined;
+  if (!config.coexist) return undefined;
+  if (!ollama || !comfy) {
+    log.warn("COEXIST is on but OLLAMA_URL or COMFY_URL is empty: there is no image job for a model to stay beside");
+    return undefined;
+  }
+  const models = parseModelList(config.coexistModels);
+  if (models.length === 0) log.warn("COEXIST is on but COEXIST_MODELS is empty: no model stays beside an image job");
   const admissions = registry.counter({
     name: "gpu_turnstile_coexist_admissions_total",
     help: "Models admitted to stay on the card beside an image session (COEXIST).",
@@ -58,7 +64,7 @@ export function startCoexist(
   return new Coexistence({
     options: {
       enabled: true,
-      models: parseModelList(config.coexistModels),
+      models,
       marginBytes: parseSize(config.coexistMargin),
       pollMs: config.coexistPollIntervalMs,
       readTimeoutMs: config.probeTimeoutMs,

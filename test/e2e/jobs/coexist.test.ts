@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { CoexistStatus, StatusDoc } from "../../../src/status/model.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
+import type { ComfySimOptions } from "../../../src/sim/index.ts";
 import { callsTo, newPromptId, postJson, promptBody, type Stack, startStack, submit, until, warnLines } from "./helpers.ts";
 
 const GB = 1_000_000_000;
@@ -19,10 +20,10 @@ afterEach(async () => {
   stack = undefined;
 });
 
-function start(env: Record<string, string> = {}): Promise<Stack> {
+function start(env: Record<string, string> = {}, comfy: ComfySimOptions = {}): Promise<Stack> {
   return startStack({
     // Long enough that a poll every 20 ms sees each sampler step (about 50 ms each).
-    comfy: { jobMs: 2000, loadMs: 10, freeDelayMs: 20 },
+    comfy: { jobMs: 2000, loadMs: 10, freeDelayMs: 20, ...comfy },
     env: { COEXIST: "true", COEXIST_MODELS: EMBED, COEXIST_MARGIN: "3GiB", COEXIST_POLL_INTERVAL: "20ms", LOGLEVEL: "info", ...env },
   });
 }
@@ -133,5 +134,17 @@ describe("COEXIST on", () => {
     await idle(s, "the next job of that workflow");
     expect(unloadsOf(s, EMBED)).toHaveLength(before + 1);
     expect(s.gpu.violations({ coexist: true })).toEqual([]);
+  }, TIMEOUT);
+
+  test("never where ComfyUI's memory is not measured: on cpu every job empties Ollama, as with it off", async () => {
+    const s = (stack = await start({}, { device: "cpu", jobMs: 300 }));
+    for (let i = 0; i < 3; i++) {
+      expect((await embed(s)).status).toBe(200);
+      await imageJob(s, {});
+      await idle(s, `job ${i + 1}`);
+    }
+    expect(unloadsOf(s, EMBED)).toHaveLength(3);
+    expect(await metric(s, "gpu_turnstile_coexist_admissions_total")).toBe(0);
+    expect(s.gpu.violations()).toEqual([]);
   }, TIMEOUT);
 });
