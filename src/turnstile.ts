@@ -18,6 +18,8 @@ import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
 import { PromptIds } from "./jobs/prompt-ids.ts";
 import { SharedQueue } from "./jobs/queue-share.ts";
+import { HeldPrompts } from "./jobs/held-prompts.ts";
+import { JobStarts } from "./jobs/job-starts.ts";
 import { GpuLock } from "./lock/index.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -31,7 +33,11 @@ import type { Listener } from "./proxy/classify.ts";
 import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
+import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
+import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
+import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
+import { startLlmDrainBound } from "./proxy/llm-drain.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { CardRefresh } from "./status/card-refresh.ts";
@@ -42,6 +48,7 @@ import { statusRoutes } from "./status/routes.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
 import { HeldJobs } from "./balance/held-jobs.ts";
+import { withWaitingLeases } from "./balance/comfy-queue.ts";
 import { agentLine, readiness } from "./balance/readiness.ts";
 import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
@@ -116,8 +123,14 @@ function bindOrSay<T>(key: string, listen: string, bind: () => T): T {
 function bindError(key: string, listen: string, err: unknown): BindError {
   const where = `${key} ${listen.trim()}`;
   switch ((err as { code?: unknown } | null)?.code) {
-    case "EADDRINUSE":
+    case "EADDRINUSE": {
+      // Bun says EADDRINUSE, too, for a host name it cannot bind (one that does not resolve, or not here).
+      const host = parseListen(listen).hostname;
+      if (host !== undefined && host !== "localhost" && !isIpLiteral(host)) {
+        return new BindError(`${where}: cannot listen: the port is in use (another gpu-turnstile?) or ${host} is not an address of this machine`);
+      }
       return new BindError(`${where} is already in use (another gpu-turnstile?)`);
+    }
     case "EACCES":
       return new BindError(`${where}: permission denied (ports below 1024 need privileges)`);
     case "EADDRNOTAVAIL":
@@ -240,6 +253,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     max5xxRetries: MAX_5XX_RETRIES,
     retryTimeoutMs: config.upstreamRetryTimeoutMs,
   };
+  const drainBound = formatDuration(config.llmDrainTimeoutMs);
+  const stopDrainBound = startLlmDrainBound({
+    lock,
+    llm: llmWatches,
+    boundMs: config.llmDrainTimeoutMs,
+    bound: drainBound,
+    onCut: ({ cut }) => log.warn(`an image job waited LLM_DRAIN_TIMEOUT (${drainBound}) for running LLM requests: ${cut} cut`, { llm_cut: cut }),
+  });
   // STATE_DIR is empty only where the CLI did not resolve it (tests, the demo): leases end with the process.
   const leaseFile = config.stateDir ? new LeaseFile(config.stateDir, config, log) : undefined;
   const steering = new Steering({
@@ -294,6 +315,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       machineHost: steeringHost(config.allowedHosts),
     }),
     llmTracker: status,
+    inflater: new ZstdInflater(INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, {
+      full: (r) => log.warn("zstd request bodies wait for their turn to be inflated: the inflate budget is spoken for", { waiting: r.waiting, budget_bytes: r.budgetBytes }),
+    }),
   } satisfies Omit<ListenerAppDeps, "listener" | "upstream" | "hostAllowed">;
   const readyzDeps: ReadyzDeps = {
     lock: () => lock.snapshot(),
@@ -321,8 +345,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       else if (e.from === "image" || e.from === "lease") handoff.arm();
     });
   }
+  // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
+  const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => held.observe(e)),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
@@ -331,6 +357,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   );
   // A client's cancel or interrupt wakes the followers of the jobs it names (issue 19).
   const nudges = new Nudges();
+  // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27),
+  // numbered after every job ComfyUI has had (its last one is read when first needed).
+  const heldPrompts = new HeldPrompts(comfy && (() => comfy.lastNumber()));
   // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
   const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
   const live =
@@ -359,6 +388,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     promptIds: new PromptIds(),
     queue: new SharedQueue(comfy),
     nudges,
+    held: heldPrompts,
+    starts: jobStarts,
     coexist,
     settings: {
       unloadTimeoutMs: config.unloadTimeoutMs,
@@ -387,6 +418,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
+  const sweeps: (() => void)[] = [];
   let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
@@ -420,9 +452,15 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
         if (!r.ok) log.warn(`websocket ${r.path} not relayed`, { reason: r.reason });
         else log.info(`websocket ${r.path} relayed`);
       },
+      onWsOverflow: (r) => log.warn(`websocket ${r.path} closed (1008): the client did not read what ComfyUI sent it (more than ${WS_CLIENT_BACKLOG_BYTES >> 20} MiB waiting)`, { backlog_bytes: r.backlogBytes }),
     }));
     serving = server;
     servers.push({ name, server });
+    sweeps.push(
+      sweepIdleConnections(server, server.activity, config.clientIdleTimeoutMs, (n) =>
+        log.info(`${name} listener closed ${n} client connection(s) idle for up to CLIENT_IDLE_TIMEOUT (${formatDuration(config.clientIdleTimeoutMs)})`, { closed: n }),
+      ),
+    );
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
@@ -444,9 +482,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
-    const heldImageJobs = () => lock.snapshot().imageWaiting + held.unsent;
+    const heldImageJobs = () => withWaitingLeases(heldPrompts, steering.waiting().length);
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
@@ -455,6 +493,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   } catch (err) {
     for (const s of servers) s.server.stop(true);
     live?.stop();
+    stopDrainBound();
+    for (const stop of sweeps) stop();
     throw err;
   }
 
@@ -527,8 +567,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       monitor.stop();
       live?.stop();
       steering.stop();
+      stopDrainBound();
       agent?.stop(true);
       hub.closeAll();
+      for (const stop of sweeps) stop();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }

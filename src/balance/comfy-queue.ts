@@ -9,9 +9,33 @@
 /** GET routes whose answers carry ComfyUI's queue depth (every route is served under /api too). */
 export const QUEUE_VIEW_PATHS: ReadonlySet<string> = new Set(["/queue", "/api/queue", "/prompt", "/api/prompt"]);
 
-/** The prompt_id shown for the n-th held job (1-based): no real id exists before ComfyUI has it. */
-export function heldPromptId(n: number): string {
-  return `gpu-turnstile-waiting-${n}`;
+/**
+ * The jobs the turnstile holds, as the queue answers show them (jobs/held-prompts.ts): each as the
+ * pending item it will be, under its real prompt_id, numbered above `top` (the highest number in
+ * the queue read).
+ */
+export interface HeldQueue {
+  readonly size: number;
+  items(top: number): string[];
+  /** Learns what numbering needs before the first answer that shows held jobs. */
+  prepare?(): Promise<void>;
+}
+
+/**
+ * The held prompts and, after them, one placeholder per GPU lease waiting at the lock (a lease has
+ * no prompt: it shows as `gpu-turnstile-lease-N` with an empty workflow), for the counters.
+ */
+export function withWaitingLeases(prompts: HeldQueue, leases: number): HeldQueue {
+  if (leases <= 0) return prompts;
+  return {
+    size: prompts.size + leases,
+    items(top) {
+      const own = prompts.items(top);
+      const after = own.length > 0 ? Number(/^\[(-?[\d.]+)/.exec(own[own.length - 1]!)![1]) : top;
+      return [...own, ...Array.from({ length: leases }, (_, i) => JSON.stringify([after + 1 + i, `gpu-turnstile-lease-${i + 1}`, {}, { gpu_turnstile: "GPU lease waiting" }, []]))];
+    },
+    prepare: prompts.prepare && (() => prompts.prepare!()),
+  };
 }
 
 /** A queue item is `[number, prompt_id, prompt, extra_data, outputs_to_execute, …]`. */
@@ -20,12 +44,12 @@ function itemNumber(item: unknown): number {
 }
 
 /**
- * ComfyUI's answer text with `held` jobs added: as pending items after everything ComfyUI has
- * (`/queue`), or to `exec_info.queue_remaining` (`GET /prompt`). undefined when the text is not
- * the JSON expected. The queue's items are spliced into the text, not re-serialized: a workflow's
+ * ComfyUI's answer text with `held` jobs added: as pending items after everything ComfyUI has,
+ * under their own prompt_ids and workflows (`/queue`), or to `exec_info.queue_remaining`
+ * (`GET /prompt`). undefined when the text is not the JSON expected. The queue's items are spliced into the text, not re-serialized: a workflow's
  * 64-bit seeds would lose digits through a JavaScript number.
  */
-export function addHeldJobs(text: string, held: number): string | undefined {
+export function addHeldJobs(text: string, held: HeldQueue): string | undefined {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -42,13 +66,13 @@ export function addHeldJobs(text: string, held: number): string | undefined {
     let top = -1;
     for (const item of o.queue_running) top = Math.max(top, itemNumber(item));
     for (const item of o.queue_pending) top = Math.max(top, itemNumber(item));
-    const added = Array.from({ length: held }, (_, i) => JSON.stringify([top + 1 + i, heldPromptId(i + 1), {}, { gpu_turnstile: "waiting for the GPU" }, []]));
+    const added = held.items(top);
     return `${text.slice(0, end.index)}${o.queue_pending.length > 0 ? ", " : ""}${added.join(", ")}${text.slice(end.index)}`;
   }
   const info = o.exec_info;
   if (typeof info === "object" && info !== null && typeof (info as Record<string, unknown>).queue_remaining === "number") {
     const i = info as Record<string, unknown>;
-    return JSON.stringify({ ...o, exec_info: { ...i, queue_remaining: (i.queue_remaining as number) + held } });
+    return JSON.stringify({ ...o, exec_info: { ...i, queue_remaining: (i.queue_remaining as number) + held.size } });
   }
   return undefined;
 }
@@ -57,9 +81,9 @@ export function addHeldJobs(text: string, held: number): string | undefined {
  * ComfyUI's answer with `held` jobs added, or the answer unchanged: nothing held, not a 200, an
  * encoded body (ComfyUI's optional compression), or a body that is not the JSON expected.
  */
-export async function withHeldJobs(res: Response, held: number): Promise<Response> {
-  if (held <= 0 || res.status !== 200 || res.body === null || res.headers.has("content-encoding")) return res;
-  const text = await res.text();
+export async function withHeldJobs(res: Response, held: HeldQueue): Promise<Response> {
+  if (held.size <= 0 || res.status !== 200 || res.body === null || res.headers.has("content-encoding")) return res;
+  const [text] = await Promise.all([res.text(), held.prepare?.()]);
   const added = addHeldJobs(text, held);
   const headers = new Headers(res.headers);
   headers.delete("content-length");

@@ -88,7 +88,7 @@ async function leaseAndRun(
     });
     const body = (await res.json().catch(() => ({}))) as { id?: string; error?: string };
     if (!res.ok || !body.id) {
-      say(`gpu-turnstile: no lease, the command was not run: ${body.error ?? `${redactUrl(base)} answered ${res.status}`}\n`);
+      say(`gpu-turnstile: no lease, the command was not run: ${reason(body.error) ?? `${redactUrl(base)} answered ${res.status}`}\n`);
       return 1;
     }
     leaseId = body.id;
@@ -177,6 +177,11 @@ function renewUntilLost(url: string, headers: Record<string, string>, ttlMs: num
   };
 }
 
+/** The turnstile's error without the "gpu-turnstile: " it starts with: the line has it already. */
+function reason(error: string | undefined): string | undefined {
+  return error?.replace(/^gpu-turnstile: /, "");
+}
+
 export async function releaseCommand(opts: { configPath?: string; url?: string; out?: (text: string) => void }): Promise<number> {
   const out = opts.out ?? ((s: string) => void process.stdout.write(s));
   const instance = findInstance(opts);
@@ -191,7 +196,7 @@ export async function releaseCommand(opts: { configPath?: string; url?: string; 
   }
   const body = (await res.json().catch(() => ({}))) as { error?: string; lease?: string | null; llm_cut?: number; jobs_interrupted?: string[] };
   if (!res.ok) {
-    process.stderr.write(`gpu-turnstile: ${body.error ?? `${redactUrl(base)} answered ${res.status}`}\n`);
+    process.stderr.write(`gpu-turnstile: ${reason(body.error) ?? `${redactUrl(base)} answered ${res.status}`}\n`);
     return 1;
   }
   const jobs = body.jobs_interrupted ?? [];

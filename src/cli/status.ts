@@ -193,8 +193,19 @@ function carriesToken(url: string, allowedHosts: string): boolean {
   return isLoopbackBind(host) || allowed.any || allowed.names.has(host) || allowed.suffixes.some((s) => host.endsWith(s));
 }
 
+/**
+ * Text for a terminal: every control character but the line end written out as `\u001b`. A status
+ * carries names any client chose (a waiting chat's model, a job's client_id, a lease's holder), and
+ * an escape sequence among them would act on the operator's terminal (clear it, retitle it, hide lines).
+ */
+function printable(text: string): string {
+  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 export async function statusCommand(opts: StatusCommandOptions): Promise<number> {
-  const out = opts.out ?? ((s: string) => void process.stdout.write(s));
+  const write = opts.out ?? ((s: string) => void process.stdout.write(s));
+  // JSON escapes control characters itself.
+  const out = opts.json ? write : (s: string) => write(printable(s));
   const instance = findInstance(opts);
   if (!instance) return 1;
   const { base, headers } = instance;

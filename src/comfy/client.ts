@@ -13,6 +13,14 @@ export type JobEnd = "success" | "error" | "cancelled";
 export interface QueueView {
   running: string[];
   pending: string[];
+  /** What ComfyUI said of each job besides its place, where it said it (read at start, adopt.ts). */
+  detail?: ReadonlyMap<string, QueuedDetail>;
+}
+
+/** A queued or running job's `number` (the queue item's first field, the jobs API's `priority`) and run start (epoch ms, jobs API only). */
+export interface QueuedDetail {
+  number?: number;
+  startedAt?: number;
 }
 
 /** A job's status in the jobs API (api-facts C8). */
@@ -26,7 +34,7 @@ export const JOB_STATUSES: readonly JobStatus[] = ["pending", "in_progress", "co
  */
 export type JobLookup = JobStatus | "unknown" | "unsupported";
 
-export interface JobSummary {
+export interface JobSummary extends QueuedDetail {
   id: string;
   status: JobStatus;
 }
@@ -91,7 +99,25 @@ export class ComfyClient {
       throw new Error("GET /queue: not a queue");
     }
     const ids = (items: unknown[]) => items.flatMap((i) => (Array.isArray(i) && typeof i[1] === "string" ? [i[1]] : []));
-    return { running: ids(body.queue_running), pending: ids(body.queue_pending) };
+    const detail = new Map<string, QueuedDetail>();
+    for (const i of [...body.queue_running, ...body.queue_pending]) {
+      if (Array.isArray(i) && typeof i[1] === "string" && typeof i[0] === "number") detail.set(i[1], { number: i[0] });
+    }
+    return { running: ids(body.queue_running), pending: ids(body.queue_pending), detail };
+  }
+
+  /**
+   * The `number` of the job ComfyUI finished last (`GET /history?max_items=1`: its entry's
+   * `prompt[0]`), or undefined when it has no history. ComfyUI numbers jobs in the order sent.
+   */
+  async lastNumber(signal?: AbortSignal): Promise<number | undefined> {
+    const { status, text } = await callJson(this.base, "/history?max_items=1", { timeoutMs: this.callTimeoutMs, signal });
+    if (status !== 200) throw new UpstreamHttpError(status, text, "GET /history");
+    const body = parseJson(text);
+    if (!isRecord(body)) return undefined;
+    const entry = Object.values(body)[0];
+    const item = isRecord(entry) && Array.isArray(entry.prompt) ? entry.prompt : undefined;
+    return typeof item?.[0] === "number" ? item[0] : undefined;
   }
 
   /** `GET /api/jobs/{id}` (C8): one read tells pending, running, or how the job ended. */
@@ -116,7 +142,16 @@ export class ComfyClient {
     if (status !== 200) throw new UpstreamHttpError(status, text, `GET ${path}`);
     const body = parseJson(text);
     if (!isRecord(body) || !Array.isArray(body.jobs)) throw new Error(`GET ${path}: not a job list`);
-    return body.jobs.flatMap((j) => (isRecord(j) && typeof j.id === "string" && isJobStatus(j.status) ? [{ id: j.id, status: j.status }] : []));
+    const num = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
+    return body.jobs.flatMap((j): JobSummary[] => {
+      if (!isRecord(j) || typeof j.id !== "string" || !isJobStatus(j.status)) return [];
+      const s: JobSummary = { id: j.id, status: j.status };
+      const number = num(j.priority);
+      const startedAt = num(j.execution_start_time);
+      if (number !== undefined) s.number = number;
+      if (startedAt !== undefined) s.startedAt = startedAt;
+      return [s];
+    });
   }
 
   /**
@@ -127,7 +162,8 @@ export class ComfyClient {
     const jobs = await this.jobs(["in_progress", "pending"], signal).catch(() => "unsupported" as const);
     if (jobs === "unsupported") return this.queue(signal);
     const of = (status: JobStatus) => jobs.flatMap((j) => (j.status === status ? [j.id] : []));
-    return { running: of("in_progress"), pending: of("pending") };
+    const detail = new Map(jobs.map((j) => [j.id, { number: j.number, startedAt: j.startedAt }]));
+    return { running: of("in_progress"), pending: of("pending"), detail };
   }
 
   /** `POST /interrupt {"prompt_id"}` (C7): stops that prompt if it is the one running, else nothing. */

@@ -41,6 +41,10 @@ export function parseListen(text: string): ListenAddress {
     portText = s.slice(colon + 1);
     if (host.includes(":")) throw new ListenError(`an IPv6 address needs brackets, e.g. "[::1]:11434"`);
     if (host !== "" && !HOSTNAME.test(host)) throw new ListenError(`invalid host "${host}"`);
+    // Digits and dots are an IPv4 address to the resolver, never a name; Bun, failing to bind one, says "in use".
+    if (/^[0-9.]+$/.test(host) && !/^(?:(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])$/.test(host)) {
+      throw new ListenError(`invalid IPv4 address "${host}"`);
+    }
   }
   if (!/^[0-9]{1,5}$/.test(portText) || Number(portText) > 65535) {
     throw new ListenError(`invalid port "${portText}" (0-65535)`);

@@ -14,7 +14,7 @@
  * Every problem becomes a ConfigError whose message is one line naming the key and, for a value
  * from the file, file:line.
  */
-import { readFileSync } from "node:fs";
+import { FileTooLargeError, readTextBounded } from "./read-bounded.ts";
 import { posix, win32 } from "node:path";
 import { formatDuration } from "./duration.ts";
 import { EnvFileError, parseEnvFile, type EnvEntry } from "./envfile.ts";
@@ -72,9 +72,12 @@ export class ConfigError extends Error {
   }
 }
 
+/** A config file is a few KiB; one larger than this is refused, named, before it is parsed. */
+export const CONFIG_FILE_MAX_BYTES = 1 << 20;
+
 export function defaultReadFile(path: string): string | null {
   try {
-    return readFileSync(path, "utf8");
+    return readTextBounded(path, CONFIG_FILE_MAX_BYTES);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
     throw e;
@@ -90,6 +93,7 @@ export function loadConfig(opts: LoadOptions): LoadResult {
   try {
     text = readFile(source.path);
   } catch (e) {
+    if (e instanceof FileTooLargeError) throw new ConfigError([`config file ${e.message}`]);
     throw new ConfigError([`${source.path}: cannot read config file: ${(e as Error).message}`]);
   }
   if (text === null) {

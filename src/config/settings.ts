@@ -134,12 +134,28 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "Longest an LLM request waits for the GPU before it gets a 503 (wait mode).",
   },
   {
+    key: "LLM_DRAIN_TIMEOUT",
+    field: "llmDrainTimeoutMs",
+    default: "5m",
+    kind: "duration",
+    allowZero: true,
+    doc: "Longest running LLM requests may keep the GPU from an image job (or lease) that waits for them; past it they are cut, as a force-release cuts them, and it is logged; a stream that keeps streaming is ended too; 0 = no limit.",
+  },
+  {
     key: "LLM_IDLE_TIMEOUT",
     field: "llmIdleTimeoutMs",
     default: "5m",
     kind: "duration",
     allowZero: true,
     doc: "An LLM request that holds the GPU while no byte moves (request body, upstream answer, client reading) for this long is ended and its slot freed; the default leaves room for a large model loading before its first token; 0 = no limit.",
+  },
+  {
+    key: "CLIENT_IDLE_TIMEOUT",
+    field: "clientIdleTimeoutMs",
+    default: "1m",
+    kind: "duration",
+    allowZero: true,
+    doc: "Client connections with no request in flight (kept alive between requests) are closed this often, so idle sockets cannot pile up; a request waiting for the GPU, a stream and a /ws relay are never cut; 0 = never.",
   },
   {
     key: "LLM_BUSY_MODE",
@@ -342,7 +358,7 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "",
     defaultDoc: "_(empty = the service's state folder)_",
     kind: "string",
-    doc: "Folder for what must outlive a restart (the GPU lease); empty = systemd's $STATE_DIRECTORY, %ProgramData%\\gpu-turnstile on Windows, else gpu-turnstile-state beside the config file (~/.local/state/gpu-turnstile when there is none).",
+    doc: "Folder for what must outlive a restart (the GPU lease, when running image jobs began); empty = systemd's $STATE_DIRECTORY, %ProgramData%\\gpu-turnstile on Windows, else gpu-turnstile-state beside the config file (~/.local/state/gpu-turnstile when there is none).",
   },
   {
     key: "ADMIN_TOKEN",

@@ -20,6 +20,8 @@ export interface Config {
   llmWaitTimeoutMs: number;
   /** 0 = no limit */
   llmIdleTimeoutMs: number;
+  clientIdleTimeoutMs: number;
+  llmDrainTimeoutMs: number;
   llmBusyMode: BusyMode;
   llmBusyStatus: number;
   /** "auto" = estimated per answer (jobs/busy-estimate.ts) */

@@ -72,9 +72,10 @@ export interface ForwardOptions {
   watchBody?: (chunk: Uint8Array) => void;
   /**
    * Shown a buffered body (small, with a Content-Length) at once, before any hold is taken: the
-   * status page names the model of a request that is still waiting. Never a copy.
+   * status page names the model of a request that is still waiting. Never a copy. A promise
+   * (an inflated zstd body) is awaited, and its rejection is the request's.
    */
-  onBody?: (bytes: Uint8Array) => void;
+  onBody?: (bytes: Uint8Array) => void | Promise<void>;
   /**
    * An LLM exchange's idle watch: it sees the bytes move, it cuts the upstream request when it
    * fires, and when that was before the answer started, forward() rejects with IdleTimeoutError.
@@ -165,7 +166,9 @@ async function retrying(req: Request, opts: ForwardOptions, pending: ReturnType<
   const body = pending instanceof Promise ? await pending : pending;
   if (opts.onBody && body.buffered) {
     const bytes = body.peek?.();
-    if (bytes) opts.onBody(bytes);
+    // Awaited only when it is a promise: the usual body costs no extra turn.
+    const read = bytes && opts.onBody(bytes);
+    if (read) await read;
   }
   // Made on the first retry only: almost every request never needs one.
   let delays: (() => number) | undefined;

@@ -46,12 +46,15 @@ export function pickUpAtStart(card: CardAtStart, deps: ImageJobDeps, log: StartL
     case "unread":
       return holdUntilRead(card.reason, deps, log, (found, ticket) => pickUpAtStart(found, deps, log, ticket));
     case "idle":
+      deps.starts?.forgetAllBut([]);
       log.debug("ComfyUI idle at start");
       return void held?.then((t) => t.leave(async () => {}));
     case "free":
+      deps.starts?.forgetAllBut([]);
       return freeAtStart(card.vramBytes, deps, log, held);
     case "adopt":
-      return adopt(card.promptIds, deps, log, held);
+      deps.starts?.forgetAllBut(card.promptIds);
+      return adopt(card, deps, log, held);
   }
 }
 
@@ -75,7 +78,7 @@ function freeAtStart(vramBytes: number, deps: ImageJobDeps, log: StartLog, held:
   });
 }
 
-function adopt(promptIds: string[], deps: ImageJobDeps, log: StartLog, held: Promise<SessionTicket> | undefined): void {
+function adopt({ promptIds, detail }: Extract<CardAtStart, { kind: "adopt" }>, deps: ImageJobDeps, log: StartLog, held: Promise<SessionTicket> | undefined): void {
   const { sessions, emit, tracker } = deps;
   const jobs = promptIds.map((promptId) => ({ jobId: takeJobId(), promptId }));
   const first = jobs[0]!;
@@ -94,7 +97,12 @@ function adopt(promptIds: string[], deps: ImageJobDeps, log: StartLog, held: Pro
       emit({ phase: "acquired", jobId: job.jobId, waitedMs: ticket.waitedMs, joined: i > 0 });
       await ticket.ready();
       ticket.accepted();
-      emit({ phase: "adopted", jobId: job.jobId, promptId: job.promptId });
+      // Its history goes on: ComfyUI's number for it, and its run's start as ComfyUI's jobs API
+      // says, else as the last run of the turnstile kept it (issue 27).
+      const d = detail?.get(job.promptId);
+      if (d?.number !== undefined) deps.held?.sawNumber(d.number);
+      const startedAt = d?.startedAt ?? deps.starts?.startedAt(job.promptId);
+      emit({ phase: "adopted", jobId: job.jobId, promptId: job.promptId, number: d?.number, startedAt });
       const followed = sessions.follow(job.promptId);
       // Whatever happens in the follow, the session is left: the GPU must not stay taken.
       let outcome = await followToEnd(job.jobId, job.promptId, deps).catch((): JobOutcome => "failed");

@@ -74,3 +74,9 @@ export function findPromptId(head: Uint8Array): string | undefined {
     return m?.[1];
   }
 }
+
+/** The `number` ComfyUI gave the job in its /prompt answer (it writes it after prompt_id). */
+export function findNumber(head: Uint8Array): number | undefined {
+  const m = /"number"\s*:\s*(-?\d+(?:\.\d+)?)/.exec(new TextDecoder().decode(head));
+  return m ? Number(m[1]) : undefined;
+}

@@ -29,7 +29,8 @@ export type ImageJobEvent =
   /** `answeredPromptId`: ComfyUI's answer named another id than the one sent (both are followed). */
   | { phase: "forwarded"; jobId: number; status: number; promptId?: string; answeredPromptId?: string; clientId?: string; durationMs: number }
   /** A job ComfyUI already ran or queued when the turnstile started, taken on as its own (adopt.ts). */
-  | { phase: "adopted"; jobId: number; promptId: string }
+  /** Picked up at start: ComfyUI's `number` for it, and when it began running (epoch ms) where ComfyUI or STATE_DIR knew. */
+  | { phase: "adopted"; jobId: number; promptId: string; number?: number; startedAt?: number }
   | { phase: "retrying"; jobId: number; attempt: number; delayMs: number; reason: string }
   | { phase: "finished"; jobId: number; promptId: string; end: JobEnd; durationMs: number }
   /** The watchdog's /interrupt did not stop the job within FREE_TIMEOUT; the GPU is kept up to `graceMs` more. */

@@ -167,7 +167,10 @@ export async function followJob(comfy: ComfyClient, promptId: string, opts: Foll
   try {
     for (;;) {
       const named = opts.nudges?.takeNamed(promptId) ?? false;
-      const s = await sight(comfy, promptId, opts, since, jobsApi);
+      // A job a client named (its queue edit was answered before the nudge) is judged on reads
+      // made after it: a shared /queue read from before the delete still shows it pending, and
+      // with the mark spent on that read the job was later missed twice and called lost.
+      const s = await sight(comfy, promptId, opts, named ? performance.now() : since, jobsApi);
       if (s.place) opts.onPlace?.(s.place);
       const end = watch.see({ ...s, named }, performance.now());
       if (end) return { end, place: s.place };

@@ -18,9 +18,11 @@ import { sleep } from "../http/backoff.ts";
 import { errorResponse } from "../http/dialect.ts";
 import { forward, relayResponse, type Hold, type RetryPolicy } from "../http/forward.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
-import { captureHead, findPromptId } from "./capture.ts";
+import { captureHead, findNumber, findPromptId } from "./capture.ts";
 import type { JobEnd, JobListener, JobOutcome } from "./events.ts";
 import { awaitStubbornJob, followJob, stopJob } from "./follow.ts";
+import type { HeldPrompts } from "./held-prompts.ts";
+import type { JobStarts } from "./job-starts.ts";
 import type { Nudges } from "./nudge.ts";
 import { admitPrompt } from "./prompt-admission.ts";
 import { comfyKnows, type PromptIds } from "./prompt-ids.ts";
@@ -65,6 +67,10 @@ export interface ImageJobDeps {
   queue?: SharedQueue;
   /** Wakes followers when a client cancels its jobs (proxy/comfy-cancels.ts). */
   nudges?: Nudges;
+  /** Prompts not yet sent, shown in ComfyUI's /queue; a queue edit may remove them (held-prompts.ts). */
+  held?: HeldPrompts;
+  /** When jobs began running, kept under STATE_DIR for the jobs a restart picks up (job-starts.ts). */
+  starts?: JobStarts;
   /** COEXIST: a model may stay beside the session's jobs (coexist.ts); absent when off. */
   coexist?: Coexistence;
 }
@@ -86,7 +92,12 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const { coexist } = deps;
   const workflow = coexist ? workflowKeyOfBody(admission.body.bytes) : undefined;
   emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
-  const clientSignal = req.signal;
+  // Until it is sent, the prompt shows in ComfyUI's /queue, and a client's delete there ends its
+  // wait as the client's own leaving would (the GPU is given back, nothing reaches ComfyUI).
+  const deleted = new AbortController();
+  const held = deps.held?.hold(sentId, admission.body.bytes, clientId, () => deleted.abort());
+  const clientSignal = held ? AbortSignal.any([req.signal, deleted.signal]) : req.signal;
+  const gone = (): JobOutcome => (deleted.signal.aborted ? "cancelled" : "client_gone");
   let lease: SessionTicket | undefined;
   let acquiredAt = 0;
   let heldMs = 0;
@@ -139,9 +150,10 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     await l.ready();
     await coexist?.beforeJob(workflow);
     if (clientSignal.aborted) {
-      release("client_gone");
+      release(gone());
       throw clientSignal.reason;
     }
+    held?.sending();
     // Not given back when the attempt fails: a failure after the /prompt went out may hide a queued
     // job, so the answer decides (below); before a retry, onRetry gives it back for the backoff.
     return { release: () => {} };
@@ -168,18 +180,22 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
       acquire,
       onRetry: (n) => {
         sent = undefined;
+        held?.waiting();
         void giveBack();
         emit({ phase: "retrying", jobId, ...n });
       },
     });
   } catch (err) {
+    held?.done();
     // A client that left before its prompt went out may send the same id again.
     if (!sent) {
       deps.promptIds.forget(sentId);
-      release("client_gone");
+      release(gone());
+      if (deleted.signal.aborted && !req.signal.aborted) return deletedAnswer(sentId);
     } else void unanswered(noAnswer(sent));
     throw err;
   }
+  held?.done();
 
   if (!result.ok) {
     failure = result.reason;
@@ -221,6 +237,8 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // naming another id (a ComfyUI or plugin that rewrites ids) gets that one followed as well.
   const captured = captureHead(res.body, settings.promptCaptureLimit);
   void captured.head.then((head) => {
+    const number = findNumber(head);
+    if (number !== undefined) deps.held?.sawNumber(number);
     const answered = findPromptId(head);
     const other = answered !== undefined && answered !== sentId ? answered : undefined;
     forwarded(res.status, other);
@@ -254,6 +272,19 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
       if (await release(outcome)) await warm(deps);
     });
   }
+}
+
+/**
+ * The answer to a /prompt deleted from the queue while it waited for the GPU: ComfyUI's own 400
+ * shape for a prompt it did not queue, so a client (the frontend's dialog, an SDK's exception)
+ * shows why, and does not wait for a job that will never run.
+ */
+function deletedAnswer(promptId: string): Response {
+  return errorResponse("comfy", {
+    status: 400,
+    type: "prompt_deleted",
+    message: `gpu-turnstile: prompt ${promptId} was deleted from the queue while it waited for the GPU; it was not run`,
+  });
 }
 
 /** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
@@ -383,8 +414,11 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
   let released = false;
   let error: string | undefined;
   try {
-    const before = await comfy.systemStats(settings.freeTimeoutMs).catch(() => undefined);
-    await comfy.free(settings.freeTimeoutMs);
+    // Every call gets only what is left of the one FREE_TIMEOUT: a ComfyUI that stops answering
+    // would otherwise hold the card for a whole FREE_TIMEOUT per call.
+    const remaining = () => Math.max(1, deadline - Date.now());
+    const before = await comfy.systemStats(remaining()).catch(() => undefined);
+    await comfy.free(remaining());
     // The system's memory never drops after /free (api-facts R1): the release is done once /free
     // is answered and ComfyUI has no job left, as waiting for a drop would only wait out FREE_TIMEOUT.
     if (before?.shared !== undefined) return sharedRelease(comfy, before.shared);
@@ -393,7 +427,7 @@ async function freeAndVerify(comfy: ComfyClient, settings: ImageJobSettings): Pr
       error = "could not read /system_stats; VRAM release not verified";
     } else {
       for (;;) {
-        vramAfter = await comfy.torchReserved(Math.max(1, deadline - Date.now()));
+        vramAfter = await comfy.torchReserved(remaining());
         if (vramReleased(vramBefore, vramAfter)) {
           released = true;
           break;

@@ -21,7 +21,7 @@ export type CardAtStart =
   /** No job, but the checkpoint still loaded (a job ended and no /free followed): free it first. */
   | { kind: "free"; vramBytes: number }
   /** Jobs running or queued: the GPU is image until they have ended and ComfyUI is freed. */
-  | { kind: "adopt"; promptIds: string[] };
+  | { kind: "adopt"; promptIds: string[]; detail?: QueueView["detail"] };
 
 /**
  * `queue`: what ComfyUI runs and has pending, or the error that kept it from being read (it tells
@@ -33,7 +33,7 @@ export function decideAtStart(queue: QueueView | Error, vramBytes: number | unde
   // Running first: that is the order ComfyUI will finish them in. A job can show in both lists
   // for one read (it moved while the answer was built): named once.
   const promptIds = [...new Set([...queue.running, ...queue.pending])];
-  if (promptIds.length > 0) return { kind: "adopt", promptIds };
+  if (promptIds.length > 0) return { kind: "adopt", promptIds, detail: queue.detail };
   if (vramBytes !== undefined && !vramReleased(0, vramBytes)) return { kind: "free", vramBytes };
   return { kind: "idle" };
 }

@@ -29,15 +29,16 @@ export interface StartLog {
 export type ReadCard = Exclude<CardAtStart, { kind: "unread" | "down" }>;
 
 /**
- * Reads ComfyUI's work and memory together, the whole read bounded by `timeoutMs` (PROBE_TIMEOUT):
- * the jobs API and the /queue it falls back on share one deadline.
+ * Reads ComfyUI's work and memory together, the whole read bounded by `timeoutMs` (PROBE_TIMEOUT,
+ * or what is left of a longer bound, named by `bound` in the reason): the jobs API and the /queue
+ * it falls back on share one deadline.
  */
-export async function readCardAtStart(comfy: ComfyClient, timeoutMs: number): Promise<CardAtStart> {
+export async function readCardAtStart(comfy: ComfyClient, timeoutMs: number, bound = `PROBE_TIMEOUT (${formatDuration(timeoutMs)})`): Promise<CardAtStart> {
   const deadline = AbortSignal.timeout(timeoutMs);
   const [queue, vram] = await Promise.all([
     comfy.work(deadline).catch((err: unknown) =>
       deadline.aborted || isNoAnswer(err)
-        ? new DOMException(`no answer within PROBE_TIMEOUT (${formatDuration(timeoutMs)})`, "TimeoutError")
+        ? new DOMException(`no answer within ${bound}`, "TimeoutError")
         : err instanceof Error
           ? err
           : new Error(String(err)),
@@ -72,7 +73,9 @@ export function holdUntilRead(reason: string, deps: ImageJobDeps, log: StartLog,
     const deadline = t0 + settings.jobTimeoutMs;
     for (let left = deadline - performance.now(); left > 0; left = deadline - performance.now()) {
       await sleep(Math.min(settings.historyPollIntervalMs, left));
-      const card = await readCardAtStart(deps.comfy, Math.max(1, Math.min(settings.probeTimeoutMs, deadline - performance.now())));
+      const rest = deadline - performance.now();
+      // The last read may get only what is left of JOB_TIMEOUT: its reason then names that bound.
+      const card = await readCardAtStart(deps.comfy, Math.max(1, Math.min(settings.probeTimeoutMs, rest)), rest < settings.probeTimeoutMs ? `JOB_TIMEOUT (${bound})` : undefined);
       const after = formatDuration(Math.round(performance.now() - t0));
       if (card.kind === "unread") reason = card.reason;
       else if (card.kind === "down") {

@@ -179,8 +179,7 @@ function topLevelKeys(text: string): string[] {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 0x22 /* " */) {
-      let j = i + 1;
-      while (text.charCodeAt(j) !== 0x22) j += text.charCodeAt(j) === 0x5c ? 2 : 1;
+      const j = stringEnd(text, i + 1);
       if (depth === 1 && expectKey) {
         keys.push(JSON.parse(text.slice(i, j + 1)) as string);
         expectKey = false;
@@ -193,6 +192,19 @@ function topLevelKeys(text: string): string[] {
     else if (c === 0x2c /* , */ && depth === 1) expectKey = true;
   }
   return keys;
+}
+
+/**
+ * The closing quote of the string whose contents start at `from`: found with indexOf, not a loop
+ * over every character, since a 20 MiB prompt is one string (issue 26). A quote after an odd run
+ * of backslashes is escaped.
+ */
+function stringEnd(text: string, from: number): number {
+  for (let q = text.indexOf('"', from); ; q = text.indexOf('"', q + 1)) {
+    let slashes = 0;
+    while (text.charCodeAt(q - 1 - slashes) === 0x5c) slashes++;
+    if (slashes % 2 === 0) return q;
+  }
 }
 
 /** Go's encoding/json key folding (appendFoldedName): ASCII upper-cased, the rest ToUpper(ToLower(r)). */

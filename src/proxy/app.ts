@@ -19,9 +19,9 @@ import { forward, whenBodyDone, type Hold, type RetryNotice, type RetryPolicy } 
 import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } from "../http/idle-watch.ts";
 import { modelFieldWatcher } from "../ollama/model-field.ts";
 import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
-import { inflateZstd } from "../http/zstd-body.ts";
+import { ZstdInflater } from "../http/zstd-body.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type GateSettings, type LlmLock } from "./llm-gate.ts";
-import { QUEUE_VIEW_PATHS, withHeldJobs } from "../balance/comfy-queue.ts";
+import { QUEUE_VIEW_PATHS, withHeldJobs, type HeldQueue } from "../balance/comfy-queue.ts";
 
 /** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
 export interface RequestInfo {
@@ -109,6 +109,8 @@ export interface ListenerAppDeps {
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
+  /** The inflate budget for zstd bodies, shared by the listeners (zstd-body.ts). */
+  inflater?: ZstdInflater;
   /**
    * Which LLM bodies use no local GPU and pass without the lock (Ollama's rules for its version);
    * a promise when Ollama must be asked first (a cloud-looking model). It never rejects.
@@ -132,7 +134,7 @@ export interface ListenerAppDeps {
   /** Would an image job start now (X-Turnstile-Wait: 0 on /prompt)? Absent: it always waits. */
   imageReady?: () => boolean;
   /** Image jobs held for the GPU that ComfyUI cannot see yet, added to its GET /queue and /prompt answers. */
-  heldImageJobs?: () => number;
+  heldImageJobs?: () => HeldQueue;
 }
 
 /**
@@ -280,7 +282,7 @@ function answered(res: Response, signal: AbortSignal, observer: RequestObserver,
 }
 
 /** `held`: ComfyUI's queue answers get the image jobs the turnstile holds added (balance/comfy-queue.ts). */
-function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => number): Promise<Response> {
+function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefined, deps: ListenerAppDeps, info: Info, t0: number, pass?: PassWatch, held?: () => HeldQueue): Promise<Response> {
   return forward(req, {
     upstream: deps.upstream,
     url,
@@ -389,23 +391,21 @@ async function proxyLLM(
           tracker?.named(tracked, m);
         })
       : undefined;
-  const readAhead =
-    scan || deps.noGpu
-      ? (b: Uint8Array) => {
-          scannedAhead = true;
-          const plain = zstd ? inflated(b) : b;
-          scan?.(plain);
-          const free = deps.noGpu?.(routed, plain, model);
-          const mark = (reason: NoGpuReason | undefined) => {
-            if (!reason) return;
-            info.noGpu = reason;
-            // Not a GPU user: off the status list of LLM requests, out of the blind unload's memory.
-            tracker?.end(tracked);
-          };
-          if (free instanceof Promise) asked = free.then(mark);
-          else mark(free);
-        }
-      : undefined;
+  const read = (plain: Uint8Array) => {
+    scannedAhead = true;
+    scan?.(plain);
+    const free = deps.noGpu?.(routed, plain, model);
+    const mark = (reason: NoGpuReason | undefined) => {
+      if (!reason) return;
+      info.noGpu = reason;
+      // Not a GPU user: off the status list of LLM requests, out of the blind unload's memory.
+      tracker?.end(tracked);
+    };
+    if (free instanceof Promise) asked = free.then(mark);
+    else mark(free);
+  };
+  // A zstd body is always read, even with nothing to learn from it: a corrupt one is never forwarded.
+  const readAhead = zstd ? (b: Uint8Array) => readInflated(deps.inflater ?? sharedInflater, b, req.signal, read) : scan || deps.noGpu ? read : undefined;
   let result;
   try {
     result = await forward(req, {
@@ -468,11 +468,20 @@ async function proxyLLM(
  */
 export const NESTED_MARK: readonly [string, string] = ["x-gpu-turnstile-nested", "1"];
 
-/** The inflated body, or the refusal the client gets. */
-function inflated(b: Uint8Array): Uint8Array {
-  const r = inflateZstd(b);
+/** The process's one budget for inflated zstd bodies, when the deps bring none (tests). */
+const sharedInflater = new ZstdInflater();
+
+/** Reads the inflated body, its share of the inflate budget held meanwhile; or throws the refusal the client gets. */
+async function readInflated(inflater: ZstdInflater, b: Uint8Array, signal: AbortSignal, read: (plain: Uint8Array) => void): Promise<void> {
+  const r = await inflater.inflate(b, signal);
   if (!r.ok) throw new BodyRefused(r.status, r.message);
-  return r.body;
+  try {
+    // Reading a large body is one long piece of work: what waits for I/O (a /healthz) goes first.
+    if (r.body.length > 1 << 20) await new Promise((resolve) => setImmediate(resolve));
+    read(r.body);
+  } finally {
+    r.release();
+  }
 }
 
 function cutFor(deps: ListenerAppDeps, req: Request): (() => void) | undefined {

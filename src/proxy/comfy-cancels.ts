@@ -8,6 +8,7 @@
  * - `POST /api/jobs/{id}/cancel`: that job; `POST /api/jobs/cancel {"job_ids":[...]}`: those.
  *
  * A body the turnstile did not buffer (chunked, or above RETRY_BODY_LIMIT) names every job.
+ * A delete or clear also removes the prompts the turnstile holds for the GPU (heldTargets).
  */
 import type { NudgeTarget } from "../jobs/nudge.ts";
 
@@ -62,13 +63,35 @@ function strings(v: unknown): string[] | undefined {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : undefined;
 }
 
-/** The watch for one request on the ComfyUI listener: nudges on a 2xx answer to a cancel route. */
-export function comfyCancelWatch(nudge: (target: NudgeTarget) => void): (method: string, path: string) => PassWatch | undefined {
+/**
+ * The prompts a queue edit removes from the pending queue as a client sees it, which includes the
+ * prompts the turnstile holds for the GPU (jobs/held-prompts.ts): a delete's ids, every one for a
+ * clear, a jobs-API cancel's ids. Not an interrupt (it stops only what runs), and only from a body
+ * that was read: one not seen removes nothing held.
+ */
+export function heldTargets(path: string, body: Uint8Array): NudgeTarget | undefined {
+  const p = unaliased(path);
+  if (p === "/interrupt") return undefined;
+  const target = cancelTargets(path, body);
+  if (target !== "all") return target;
+  return p === "/queue" && parse(body)?.clear ? "all" : undefined;
+}
+
+/**
+ * The watch for one request on the ComfyUI listener: nudges on a 2xx answer to a cancel route.
+ * `drop` removes the held prompts it names as soon as its body is read, before ComfyUI sees the
+ * edit: a held prompt must not be sent after a client deleted it.
+ */
+export function comfyCancelWatch(nudge: (target: NudgeTarget) => void, drop?: (target: NudgeTarget) => void): (method: string, path: string) => PassWatch | undefined {
   return (method, path) => {
     if (method !== "POST" || !isCancelRoute(path)) return undefined;
     let body: Uint8Array | undefined;
     return {
-      body: (b) => (body = b),
+      body: (b) => {
+        body = b;
+        const held = drop && heldTargets(path, b);
+        if (held) drop(held);
+      },
       answered(status) {
         if (status < 200 || status >= 300) return;
         const target = cancelTargets(path, body);

@@ -6,6 +6,7 @@ import type { Server } from "bun";
 import { INTERNAL_PATHS, type ListenerApp } from "./app.ts";
 import type { Listener } from "./classify.ts";
 import { requestPath } from "./front-door.ts";
+import type { Activity } from "./idle-sweep.ts";
 import { relayHandlers, upgradeAndRelay, type RelayData } from "./ws-relay.ts";
 
 export interface ListenerOptions {
@@ -18,10 +19,16 @@ export interface ListenerOptions {
   onWebsocket?: (r: { path: string; ok: boolean; reason?: string }) => void;
   /** Shown ComfyUI's text frames on relayed websockets. */
   observeWs?: (clientId: string | null, frame: string) => void;
+  /** A websocket client closed for not reading (ws-relay.ts WS_CLIENT_BACKLOG_BYTES). */
+  onWsOverflow?: (r: { path: string; backlogBytes: number }) => void;
 }
 
-export function startListener(opts: ListenerOptions): Server<RelayData> {
-  return Bun.serve<RelayData>({
+/** A listener's server, and when its last request began (idle-sweep.ts waits for a quiet moment). */
+export type ListenerServer = Server<RelayData> & { activity: Activity };
+
+export function startListener(opts: ListenerOptions): ListenerServer {
+  const activity: Activity = { lastRequestAt: 0 };
+  const server = Bun.serve<RelayData>({
     hostname: opts.hostname,
     port: opts.port,
     // An LLM request may wait minutes for the GPU without a byte on the wire: never cut it off.
@@ -36,6 +43,7 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
     // Not async: a proxied request's promise goes back to Bun as `proxy` made it, with no async
     // frame around it (forward.ts says what they cost).
     fetch(req, server) {
+      activity.lastRequestAt = performance.now();
       const clientIp = server.requestIP(req)?.address;
       if (req.headers.get("upgrade")?.toLowerCase() === "websocket") return websocket(opts, req, server, clientIp);
       // Proxied traffic skips Hono's routing and context: measured in bench/, that is 4-5 KiB
@@ -45,6 +53,7 @@ export function startListener(opts: ListenerOptions): Server<RelayData> {
     },
     websocket: relayHandlers,
   });
+  return Object.assign(server, { activity });
 }
 
 /** A websocket upgrade: the front-door checks, then the relay to the upstream (ws-relay.ts). */
@@ -57,6 +66,7 @@ async function websocket(opts: ListenerOptions, req: Request, server: Server<Rel
     clientIp,
     connectTimeoutMs: opts.wsConnectTimeoutMs,
     observe: opts.observeWs,
+    onOverflow: opts.onWsOverflow && ((backlogBytes) => opts.onWsOverflow!({ path, backlogBytes })),
   });
   opts.onWebsocket?.({ path, ok: r.ok, reason: r.ok ? undefined : r.reason });
   if (r.ok) return undefined;

@@ -5,18 +5,26 @@
  * client gets. Frames pass both ways unchanged (text stays text, binary stays binary). A websocket
  * never takes the GPU lock: it only carries progress messages about work the lock already covers.
  *
- * Flow control: when one side does not read, the other side's reading is paused once
- * RELAY_BACKLOG_BYTES wait for the slow side, and resumed when they have gone out. Without it a
- * flood toward a slow side either grew the turnstile's memory without end (toward ComfyUI) or had
- * Bun drop frames silently from a socket left open (toward the client: a lost "executed").
+ * Flow control, toward ComfyUI: when it does not read, the client's reading is paused once
+ * RELAY_BACKLOG_BYTES wait for it, and resumed when they have gone out.
+ *
+ * Toward the client: a client that does not read is closed with 1008 once WS_CLIENT_BACKLOG_BYTES
+ * wait for it (issue 26). Pausing ComfyUI's side instead held ~19 MiB per such socket for as long
+ * as it stayed open, and stalled ComfyUI's own sending; letting Bun drop frames would lose an
+ * "executed" from a socket left open. A client that reads, even slowly, never gets near the bound:
+ * ComfyUI's messages are progress lines and previews of a few hundred KiB at most.
  */
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { targetUrl } from "../http/forward.ts";
 import { upstreamRequestHeaders } from "../upstream/headers.ts";
 import { closeActionFor } from "./ws-close.ts";
 
-/** What may wait unsent for one side before the other side's reading is paused. */
+/** What may wait unsent for ComfyUI before the client's reading is paused. */
 export const RELAY_BACKLOG_BYTES = 16 * 1024 * 1024;
+/** What may wait unsent for a client before it is closed as one that does not read. */
+export const WS_CLIENT_BACKLOG_BYTES = 4 * 1024 * 1024;
+/** The close code for it: 1008, policy violation (RFC 6455 §7.4.1). */
+export const WS_BACKLOG_CLOSE = { code: 1008, reason: "gpu-turnstile: the client did not read its messages" } as const;
 /** The largest frame passed (see relayHandlers); ComfyUI previews are small, but a 1 MiB frame must pass. */
 const MAX_FRAME_BYTES = 64 * 1024 * 1024;
 /** The upstream WebSocket has no drain event: while the client is paused for it, its backlog is looked at this often. */
@@ -34,6 +42,8 @@ export interface RelayData {
   /** Set once Bun has opened the client side. */
   client: ServerWebSocket<RelayData> | undefined;
   clientClosed: boolean;
+  /** Told when the client is closed for not reading, with what waited for it. */
+  onOverflow?: (backlogBytes: number) => void;
 }
 
 export interface RelayOptions {
@@ -43,6 +53,8 @@ export interface RelayOptions {
   connectTimeoutMs: number;
   /** Shown each text frame ComfyUI sends, with the socket's `clientId` (the status page's progress). */
   observe?: (clientId: string | null, frame: string) => void;
+  /** A client closed for not reading (WS_CLIENT_BACKLOG_BYTES), for the log. */
+  onOverflow?: (backlogBytes: number) => void;
 }
 
 export type UpgradeResult = { ok: true } | { ok: false; status: number; reason: string };
@@ -64,7 +76,7 @@ export async function upgradeAndRelay(req: Request, server: Server<RelayData>, o
 
   const upstream = new WebSocket(target.href, { headers, protocols } as unknown as string[]) as PausableWebSocket;
   upstream.binaryType = "arraybuffer";
-  const data: RelayData = { upstream, early: [], client: undefined, clientClosed: false };
+  const data: RelayData = { upstream, early: [], client: undefined, clientClosed: false, onOverflow: opts.onOverflow };
 
   const observe = opts.observe;
   const clientId = observe ? new URL(req.url).searchParams.get("clientId") : null;
@@ -76,7 +88,7 @@ export async function upgradeAndRelay(req: Request, server: Server<RelayData>, o
       return;
     }
     data.client.send(frame);
-    if (data.client.getBufferedAmount() > RELAY_BACKLOG_BYTES) upstream.pause();
+    closeIfNotReading(data.client);
   };
 
   const opened = await new Promise<boolean>((resolve) => {
@@ -124,6 +136,7 @@ export const relayHandlers: WebSocketHandler<RelayData> = {
     ws.data.client = ws;
     for (const frame of ws.data.early) ws.send(frame);
     ws.data.early.length = 0;
+    closeIfNotReading(ws);
     if (ws.data.upstream.readyState !== WebSocket.OPEN) {
       ws.data.clientClosed = true;
       ws.close(1011, "upstream closed");
@@ -142,9 +155,6 @@ export const relayHandlers: WebSocketHandler<RelayData> = {
       }, UPSTREAM_DRAIN_POLL_MS);
     }
   },
-  drain(ws) {
-    if (ws.getBufferedAmount() <= RELAY_BACKLOG_BYTES / 2) ws.data.upstream.resume();
-  },
   close(ws, code, reason) {
     ws.data.clientClosed = true;
     stopDrainPoll(ws.data);
@@ -156,10 +166,18 @@ export const relayHandlers: WebSocketHandler<RelayData> = {
   },
   // Beyond Bun's 16 MiB default, so that a 1 MiB preview passes.
   maxPayloadLength: MAX_FRAME_BYTES,
-  // Past this Bun drops frames silently; the pause above keeps the backlog far below it.
-  backpressureLimit: RELAY_BACKLOG_BYTES + 2 * MAX_FRAME_BYTES,
+  // Past this Bun drops frames silently; closeIfNotReading closes the socket before.
+  backpressureLimit: WS_CLIENT_BACKLOG_BYTES + 2 * MAX_FRAME_BYTES,
   idleTimeout: 0,
 };
+
+/** Closes a client that lets more than WS_CLIENT_BACKLOG_BYTES wait; its close handler closes the upstream. */
+function closeIfNotReading(ws: ServerWebSocket<RelayData>): void {
+  const backlog = ws.getBufferedAmount();
+  if (backlog <= WS_CLIENT_BACKLOG_BYTES || ws.data.clientClosed) return;
+  ws.data.onOverflow?.(backlog);
+  ws.close(WS_BACKLOG_CLOSE.code, WS_BACKLOG_CLOSE.reason);
+}
 
 function stopDrainPoll(data: RelayData): void {
   clearInterval(data.drainPoll);

@@ -60,10 +60,12 @@ export type ResolveHost = (name: string) => Promise<string[]>;
  * refuses a start, a missed one splits the lock.
  */
 function claimHost(hostname: string, machine: MachineNames | undefined): string {
-  // WHATWG URL already reads 127.1 and 127.0.0.1. as 127.0.0.1 and writes ::ffff:127.0.0.1 as ::ffff:7f00:1.
-  const host = hostname.replace(/\.$/, "");
+  // WHATWG URL already reads 127.1 and 127.0.0.1. as 127.0.0.1 and writes ::ffff:127.0.0.1 as
+  // ::ffff:7f00:1. A connect to an IPv4-mapped address goes to that IPv4 address (::ffff:0:0 reaches
+  // a local server like 0.0.0.0 does), so it is judged as its IPv4 address.
+  const host = unmapped(hostname.replace(/\.$/, ""));
   // `*.localhost` is loopback by definition (RFC 6761 §6.3), whether or not the resolver says so.
-  if (LOOPBACK.has(host) || host.endsWith(".localhost") || /^127\./.test(host) || /^\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\]$/.test(host)) return "localhost";
+  if (LOOPBACK.has(host) || host.endsWith(".localhost") || /^127\./.test(host)) return "localhost";
   if (!machine) return host;
   if (host === machine.name.toLowerCase().replace(/\.$/, "")) return "localhost";
   const own = machine.addresses.some((a) => {
@@ -71,6 +73,15 @@ function claimHost(hostname: string, machine: MachineNames | undefined): string 
     return host === bare || host === `[${bare}]`;
   });
   return own ? "localhost" : host;
+}
+
+/** `[::ffff:a.b.c.d]` as WHATWG URL writes it (`[::ffff:xxxx:yyyy]`) → `a.b.c.d`; any other host as it is. */
+function unmapped(host: string): string {
+  const m = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/.exec(host);
+  if (!m) return host;
+  const hi = parseInt(m[1]!, 16);
+  const lo = parseInt(m[2]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 }
 
 /**

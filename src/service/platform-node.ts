@@ -1,8 +1,15 @@
 /** The real Platform: node:fs for files, Bun.spawn for programs. */
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { chmod, copyFile, mkdir, readFile, rename, rm, rmdir, stat, unlink, writeFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, rename, rm, rmdir, stat, unlink, writeFile } from "node:fs/promises";
+import { readTextBounded } from "../config/read-bounded.ts";
 import type { FileInfo, Platform, RunResult } from "./platform.ts";
+
+/**
+ * The text files the installer reads (a unit file, a config file, the elevated run's log) are a
+ * few KiB: a larger one is refused, named, instead of read whole.
+ */
+export const SERVICE_FILE_MAX_BYTES = 1 << 20;
 
 export interface NodePlatformOptions {
   /** prefix for the canonical layout (tests); default "" */
@@ -21,7 +28,7 @@ export function nodePlatform(opts: NodePlatformOptions = {}): Platform {
     run: (cmd, args) => run(cmd, args, env),
     readText: async (path) => {
       try {
-        return await readFile(path, "utf8");
+        return readTextBounded(path, SERVICE_FILE_MAX_BYTES);
       } catch (e) {
         if (isMissing(e)) return null;
         throw e;

@@ -4,11 +4,15 @@
  * update. One file per pair of upstreams guarded, under STATE_DIR, mode 0600, replaced whole
  * (written beside, then renamed) so a crash mid-write leaves the old lease or the new, never half.
  */
-import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { readTextBounded } from "../config/read-bounded.ts";
 import { redactUrl } from "../config/redact.ts";
 import { normalizeUpstream } from "../runtime/card-claim.ts";
 import type { StoredLease } from "./steer.ts";
+
+/** A kept lease is a few hundred bytes; a larger file is refused unread (said, and kept as no lease). */
+export const LEASE_FILE_MAX_BYTES = 64 << 10;
 
 export interface Guarded {
   ollamaUrl: string;
@@ -82,7 +86,7 @@ export class LeaseFile {
         this.#warn("the kept GPU lease file is not a plain file of this user's; ignored", new Error(st.isFile() ? `owned by uid ${st.uid}` : "not a plain file"));
         return null;
       }
-      text = readFileSync(this.path, "utf8");
+      text = readTextBounded(this.path, LEASE_FILE_MAX_BYTES);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") this.#warn("could not read the kept GPU lease", err);
       return null;

@@ -64,6 +64,8 @@ export interface ImageJobView {
   /** ms in ComfyUI's queue and running, once each is over. */
   queue_ms?: number;
   run_ms?: number;
+  /** ComfyUI's own number for a job picked up at start (its queue item's first field). */
+  number?: number;
   /** Step x of y, from ComfyUI's `progress` frames where a client's /ws was relayed. */
   progress?: { value: number; max: number };
 }
@@ -362,11 +364,14 @@ export class StatusModel {
         if (!job || !this.#started(job, at)) return;
         break;
       case "adopted":
-        // Found in ComfyUI at start: how long it queued before is not known, so it counts as running.
+        // Found in ComfyUI at start: how long it queued before is not known, so it counts as running,
+        // since ComfyUI began it where that is known (its jobs API, or STATE_DIR), else since now.
         if (!job) return;
         job.prompt_id = e.promptId;
         job.phase = "running";
         job.phase_since = job.running_since = at;
+        if (e.startedAt !== undefined && e.startedAt < at) job.since = job.phase_since = job.running_since = e.startedAt;
+        if (e.number !== undefined) job.number = e.number;
         break;
       case "finished":
         if (!job) return;

@@ -143,3 +143,19 @@ test("a command that does not exist is found out before the card is emptied", as
   expect(stack.ollama!.calls.filter((c) => c.path === "/api/ps")).toEqual([]);
   expect(t.status.snapshot(false).history.map((h) => h.state)).toEqual(["idle"]);
 });
+
+test("a refused release or lease says the turnstile's reason once, not behind a second 'gpu-turnstile:'", async () => {
+  stack = await startStack({ env: { ADMIN_TOKEN: "the-right-token-0123" } });
+  const main = new URL("../../src/main.ts", import.meta.url).pathname;
+  for (const args of [["release"], ["lease", "--", "true"]]) {
+    const proc = Bun.spawn([process.execPath, main, args[0]!, "--url", stack.t.ollamaUrl, ...args.slice(1)], {
+      env: { PATH: process.env.PATH ?? "", HOME: tmpdir(), OLLAMA_URL: "http://127.0.0.1:1", ADMIN_TOKEN: "a-wrong-token-0123456" },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    const err = await new Response(proc.stderr).text();
+    expect(await proc.exited).toBe(1);
+    expect(err).toContain("forbidden: wrong admin token");
+    expect(err).not.toContain("gpu-turnstile: gpu-turnstile:");
+    expect(err).not.toContain(": gpu-turnstile: ");
+  }
+});

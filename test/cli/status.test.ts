@@ -264,3 +264,30 @@ test("status --watch shows a model loading and unloading as it happens, once eac
   expect(await watching).toBe(0);
   expect(watched.match(/ollama models: llama3\.2:latest/g)).toHaveLength(1);
 }, 20_000);
+
+test("names a client chose (a waiting chat's model, a job's client_id) reach the terminal without their control characters, in status and --watch", async () => {
+  stack = await startStack({ comfy: { jobMs: 300 } });
+  const { t } = stack;
+  const env = { OLLAMA_URL: "http://127.0.0.1:1" };
+  // Anyone who may send a chat or a prompt: no token needed.
+  const job = submit(t, JSON.stringify({ ...JSON.parse(promptBody(newPromptId(), { sim_job_ms: 1500 })), client_id: "\u001b[41mCLIENT" }));
+  await until(() => t.lock.state === "image", "the image job holding the card");
+  const chat = fetch(`${t.ollamaUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "\u001b[2J\u001b]0;owned\u0007EVIL\u009b31m", messages: [{ role: "user", content: "hi" }], stream: false }) });
+  await until(() => t.lock.snapshot().llmWaiting === 1, "the chat waiting");
+  let text = "";
+  expect(await statusCommand({ url: t.ollamaUrl, json: false, watch: false, env, out: (s) => (text += s) })).toBe(0);
+  const stop = new AbortController();
+  let watched = "";
+  const watching = statusCommand({ url: t.ollamaUrl, json: false, watch: true, env, out: (s) => (watched += s), signal: stop.signal });
+  await until(() => watched.includes("EVIL"), "the waiting chat in --watch's first snapshot");
+  stop.abort();
+  expect(await watching).toBe(0);
+  await (await job).text();
+  await (await chat).text();
+  for (const shown of [text, watched]) {
+    expect(shown).toContain("EVIL");
+    expect(shown).toContain("CLIENT");
+    // Only line ends: no escape, bell or C1 control that a terminal would act on.
+    expect(shown.match(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g)).toBeNull();
+  }
+}, 15_000);

@@ -1,6 +1,6 @@
 /** ComfyClient's jobs API reads against the simulated ComfyUI, today's and v0.3.64 (no jobs API). */
 import { afterEach, describe, expect, test } from "bun:test";
-import { ComfyClient } from "../../src/comfy/client.ts";
+import { ComfyClient, type JobSummary } from "../../src/comfy/client.ts";
 import { type ComfySim, type ComfySimOptions, startComfySim } from "../../src/sim/comfy.ts";
 import { fixtureText, post, waitFor } from "../sim/helpers.ts";
 
@@ -34,10 +34,14 @@ describe("ComfyClient: the jobs API", () => {
     await post(`${sim.url}/prompt`, { ...REQUEST, prompt_id: A });
     await post(`${sim.url}/prompt`, { ...REQUEST, prompt_id: B });
     await waitFor(() => sim.runningJob(), "running");
-    expect(await client.jobs(["in_progress"])).toEqual([{ id: A, status: "in_progress" }]);
+    // With ComfyUI's number (`priority`) and, once running, its start (`execution_start_time`).
+    const startedAt = sim.runningJob()!.startedAt!;
+    const [running] = (await client.jobs(["in_progress"])) as JobSummary[];
+    expect(running).toMatchObject({ id: A, status: "in_progress", number: 0 });
+    expect(Math.abs(running!.startedAt! - startedAt)).toBeLessThan(50);
     expect(await client.jobs(["pending", "in_progress"])).toEqual([
-      { id: B, status: "pending" },
-      { id: A, status: "in_progress" },
+      { id: B, status: "pending", number: 1 },
+      { id: A, status: "in_progress", number: 0, startedAt: running!.startedAt },
     ]);
   });
 

@@ -32,6 +32,9 @@ describe("parseListen", () => {
     ["[::1:11434", /expected ":port"/],
     ["[nope]:80", /invalid IPv6 address "nope"/],
     ["bad_host!:80", /invalid host "bad_host!"/],
+    // Digits and dots are an IPv4 address, never a name: Bun could not bind it and said "in use".
+    ["999.1.1.1:80", /invalid IPv4 address "999.1.1.1"/],
+    ["127.0.0:80", /invalid IPv4 address "127.0.0"/],
   ];
   for (const [text, why] of bad) {
     test(`rejects ${JSON.stringify(text)}`, () => {

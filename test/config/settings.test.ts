@@ -17,6 +17,8 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   imageSessionMaxMs: "number",
   llmWaitTimeoutMs: "number",
   llmIdleTimeoutMs: "number",
+  clientIdleTimeoutMs: "number",
+  llmDrainTimeoutMs: "number",
   llmBusyMode: "string",
   llmBusyStatus: "number",
   busyRetryAfterS: "number",

@@ -44,6 +44,15 @@ describe("the upstream's one spelling", () => {
     }
   });
 
+  test("an IPv4-mapped IPv6 spelling of 0.0.0.0 or of the machine's own IPv4 address is this machine too (a connect to it reaches the local server)", () => {
+    const machine = { name: "GPU-Box", addresses: ["127.0.0.1", "192.168.1.5"] };
+    const k = upstreamKey("http://localhost:8188", machine);
+    for (const same of ["http://[::ffff:0.0.0.0]:8188", "http://[::ffff:0:0]:8188", "http://[::ffff:192.168.1.5]:8188", "http://[0:0:0:0:0:ffff:c0a8:105]:8188"]) {
+      expect(`${same} ${upstreamKey(same, machine)}`).toBe(`${same} ${k}`);
+    }
+    expect(upstreamKey("http://[::ffff:192.168.1.6]:8188", machine)).not.toBe(k);
+  });
+
   test("the address is the same for every start, and fits each system's limit", () => {
     const key = upstreamKey("http://127.0.0.1:8188");
     const linux = claimAddress(key, "linux", "/tmp");

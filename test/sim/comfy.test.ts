@@ -138,6 +138,21 @@ describe("simulated ComfyUI: job lifecycle (C2, C5)", () => {
     expect(s.jobs().map((j) => j.id)).toEqual(["first"]);
   });
 
+  test.each([
+    ["/queue", { delete: ["second"] }],
+    ["/api/queue", { clear: true }],
+  ] as const)("POST %s %j: the pending job is gone and writes no history, as on the real server (api-facts R5)", async (path, body) => {
+    const s = await start({ legacy: true, jobMs: 300 });
+    await post(`${s.url}/prompt`, promptBody({ prompt_id: "first" }));
+    await waitFor(() => s.runningJob(), "the first job running");
+    await post(`${s.url}/prompt`, promptBody({ prompt_id: "second" }));
+    expect((await post(`${s.url}${path}`, body)).status).toBe(200);
+    const q = (await (await fetch(`${s.url}/queue`)).json()) as { queue_running: unknown[][]; queue_pending: unknown[][] };
+    expect([q.queue_running.map((i) => i[1]), q.queue_pending]).toEqual([["first"], []]);
+    await waitHistory(s, "first");
+    expect(await (await fetch(`${s.url}/history/second`)).json()).toEqual({});
+  });
+
   test("a failing job ends with status error and an execution_error message", async () => {
     const s = await start({ failJobs: (id) => id === PROMPT_ID });
     await post(`${s.url}/prompt`, REQUEST);

@@ -1,9 +1,9 @@
 /** The GPU lease kept on disk across a restart (status/lease-file.ts). */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { closeSync, ftruncateSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LeaseFile, leaseFileName, parseLeaseFile } from "../../src/status/lease-file.ts";
+import { LEASE_FILE_MAX_BYTES, LeaseFile, leaseFileName, parseLeaseFile } from "../../src/status/lease-file.ts";
 import type { StoredLease } from "../../src/status/steer.ts";
 
 const LEASE: StoredLease = { id: "L1", holder: "train.py", by: "127.0.0.1", since: 1000, expires_at: 2000, ttl_ms: 1000 };
@@ -96,4 +96,16 @@ test("a link at the lease file's name is not read: a lease planted elsewhere, or
   expect(f.load()).toBeNull();
   expect(warnings.join("\n")).toContain("not a plain file");
   rmSync(join(elsewhere, ".."), { recursive: true, force: true });
+});
+
+test("a 300 MiB lease file is not read whole at start: said, naming the file and the bound, and kept as no lease", () => {
+  const f = file();
+  mkdirSync(join(dir, "state"), { recursive: true });
+  const fd = openSync(f.path, "w", 0o600);
+  ftruncateSync(fd, 300 << 20);
+  closeSync(fd);
+  expect(f.load()).toBeNull();
+  expect(warnings).toEqual([
+    `could not read the kept GPU lease ${JSON.stringify({ file: f.path, reason: `${f.path} is larger than ${LEASE_FILE_MAX_BYTES >> 10} KiB, the most gpu-turnstile reads of such a file` })}`,
+  ]);
 });

@@ -161,12 +161,15 @@ describe("what the turnstile holds shows in ComfyUI's own queue counters", () =>
     const { id } = (await lease.json()) as { id: string };
     expect(await agentLine(agent)).toBe("drain\n");
     expect((await readyz(t.comfyUrl, "image")).body.reason).toBe("lease");
-    const job = submit(t, promptBody(newPromptId()));
+    const promptId = newPromptId();
+    const body = JSON.parse(promptBody(promptId)) as { prompt: unknown; client_id: string };
+    const job = submit(t, promptBody(promptId));
     await until(() => t.lock.snapshot().imageWaiting === 1, "the job waits behind the lease");
     for (const prefix of ["", "/api"]) {
       const q = (await (await fetch(`${t.comfyUrl}${prefix}/queue`)).json()) as { queue_running: unknown[]; queue_pending: unknown[][] };
       expect(q.queue_running).toEqual([]);
-      expect(q.queue_pending).toEqual([[0, "gpu-turnstile-waiting-1", {}, { gpu_turnstile: "waiting for the GPU" }, []]]);
+      // As ComfyUI will queue it: its own id and workflow, after every job ComfyUI has had (none).
+      expect(q.queue_pending).toEqual([[0, promptId, body.prompt, { client_id: body.client_id }, []]]);
       expect(await (await fetch(`${t.comfyUrl}${prefix}/prompt`)).json()).toEqual({ exec_info: { queue_remaining: 1 } });
     }
     // ComfyUI itself knows nothing of it.

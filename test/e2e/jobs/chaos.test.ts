@@ -6,6 +6,8 @@
  * - the GPU ledger shows no moment where Ollama and ComfyUI both held memory;
  * - every prompt ComfyUI accepted reached it exactly once, and every 200 the client saw is one;
  * - the turnstile ends idle, nothing in flight, nothing pending, every job reported once;
+ * - an abuser beside the traffic (zstd bodies inflating to megabytes, a bomb, a cut frame, idle connections, /ws
+ *   clients that never read) leaves /healthz answering within 1 s and every body answered;
  * - and, so the ledger check is known to be able to fail, the same workload sent straight at the
  *   simulators does overlap.
  *
@@ -24,6 +26,7 @@ import { mulberry32 } from "../../support/prng.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { freePort } from "../../support/dead-port.ts";
 import { type MainProcess, startMain } from "../../support/main-process.ts";
+import { abuse, abuseBodies } from "./abuse-actor.ts";
 import { jobCounts, newPromptId, promptBody, type Stack, startStack, total, until } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -189,9 +192,21 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
       },
     });
     const ops = plan(SEED, OPS);
-    const results = await runWorkload(ops, s.t.ollamaUrl, s.t.comfyUrl);
+    const bodies = abuseBodies();
+    const work = runWorkload(ops, s.t.ollamaUrl, s.t.comfyUrl);
+    // Beside the traffic, the abuser of issue 26 (abuse-actor.ts).
+    const abused = abuse(s.t.ollamaUrl, s.t.comfyUrl, bodies, work);
+    const results = await work;
+    const abuseReport = await abused;
     await s.t.settled();
     const comfy = s.comfy!;
+
+    // The service kept answering: /healthz on time throughout, every zstd body answered as its kind asks.
+    expect(abuseReport.healthzAsked).toBeGreaterThan(10);
+    expect(abuseReport.worstHealthzMs).toBeLessThan(1000);
+    const expected = { cloud: 200, local: 200, bomb: 413, cut: 400 } as const;
+    expect(abuseReport.zstd.filter((z) => z.status !== expected[z.kind])).toEqual([]);
+    expect(abuseReport.zstd).toHaveLength(10);
 
     // Nothing the turnstile did made a request fail: each op finished as its upstream meant it
     // to, or was aborted by us.

@@ -418,6 +418,25 @@ describe("after ComfyUI accepted the job", () => {
     expect(warn[0]).toContain("FREE_TIMEOUT");
     await expectReleasedOnce(s, "completed");
   });
+
+  test("ComfyUI stops answering at the job's end (/system_stats and /free hang): the card is handed on at FREE_TIMEOUT, not at twice it", async () => {
+    s = await startStack({ env: { FREE_TIMEOUT: "400ms" } });
+    const res = await submit(s.t, promptBody(newPromptId(), { sim_job_ms: 150 }));
+    expect(res.status).toBe(200);
+    await res.text();
+    await waitFor(() => s!.comfy!.runningJob(), "the job running");
+    let answer!: () => void;
+    const never = new Promise<Response>((resolve) => (answer = () => resolve(new Response("late", { status: 500 }))));
+    const restore = ["GET /system_stats", "POST /free"].map((r) => s!.comfy!.override(r.split(" ")[0]!, r.split(" ")[1]!, () => never));
+    cleanups.push(() => answer(), ...restore);
+    await s.t.settled();
+    const hungFrom = callsTo(s.comfy!.calls, "/system_stats")[0]!.at;
+    const released = s.transitions.find((x) => x.from === "image")!;
+    // One FREE_TIMEOUT for /free and the memory check together, as the settings table says; before,
+    // each of the two hung calls got a whole FREE_TIMEOUT of its own (≥ 800 ms here).
+    expect(released.at - hungFrom).toBeLessThan(700);
+    expect(warnLines(s.t, "memory release not confirmed")[0]).toContain("FREE_TIMEOUT");
+  });
 });
 
 describe("the client goes away", () => {

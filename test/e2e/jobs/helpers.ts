@@ -167,3 +167,10 @@ export function settledAt<T>(p: Promise<T>): { done: () => boolean; at: () => nu
   );
   return { done: () => at !== undefined, at: () => at };
 }
+
+/** Refuses the turnstile's own ComfyUI socket (its clientId), so only polling or relayed frames are left. */
+export function refuseOwnSocket(comfy: ComfySim): void {
+  for (const path of ["/ws", "/api/ws"]) {
+    comfy.override("GET", path, (req) => (new URL(req.url).searchParams.get("clientId")?.startsWith("gpu-turnstile-") ? new Response("no", { status: 503 }) : undefined));
+  }
+}

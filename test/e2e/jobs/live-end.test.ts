@@ -4,8 +4,7 @@
  * queue change wakes the follower at once — not at its next HISTORY_POLL_INTERVAL poll.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import type { ComfySim } from "../../../src/sim/index.ts";
-import { callsTo, chat, newPromptId, promptBody, settledAt, startStack, submit, type Stack, until } from "./helpers.ts";
+import { callsTo, chat, newPromptId, promptBody, refuseOwnSocket, settledAt, startStack, submit, type Stack, until } from "./helpers.ts";
 
 let stack: Stack | undefined;
 afterEach(async () => {
@@ -34,13 +33,6 @@ describe.each([
     expect(gpu.overlaps()).toEqual([]);
   });
 });
-
-/** Refuses the turnstile's own socket (its clientId), so only polling or relayed frames are left. */
-function refuseOwnSocket(comfy: ComfySim): void {
-  for (const path of ["/ws", "/api/ws"]) {
-    comfy.override("GET", path, (req) => (new URL(req.url).searchParams.get("clientId")?.startsWith("gpu-turnstile-") ? new Response("no", { status: 503 }) : undefined));
-  }
-}
 
 test("a relayed end frame of a followed job wakes its follower when the turnstile's own socket is down", async () => {
   stack = await startStack({ comfy: { jobMs: 600 }, env: ENV, beforeStart: async ({ comfy }) => refuseOwnSocket(comfy!) });

@@ -84,7 +84,12 @@ describe("zstd bodies the turnstile refuses itself", () => {
     const bad = await postZstd(`${s().t.ollamaUrl}/v1/chat/completions`, new TextEncoder().encode("not zstd at all"), "corrupt");
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
-    expect(s().pair.ollama.calls.filter((c) => c.headers[TAG] === "bomb" || c.headers[TAG] === "corrupt")).toEqual([]);
+    // Cut short: zlib alone inflates what there is without an error (issue 26), Ollama refuses it.
+    const whole = Bun.zstdCompressSync(JSON.stringify({ model: "gpt-oss:120b-cloud", input: "x".repeat(100_000) }), { level: 19 });
+    const cut = await postZstd(`${s().t.ollamaUrl}/v1/responses`, whole.subarray(0, whole.length - 4), "cut");
+    expect(cut.status).toBe(400);
+    expect(((await cut.json()) as { error: { message: string } }).error.message).toBe("gpu-turnstile: the zstd request body is cut short");
+    expect(s().pair.ollama.calls.filter((c) => c.headers[TAG] === "bomb" || c.headers[TAG] === "corrupt" || c.headers[TAG] === "cut")).toEqual([]);
     expect(s().t.lock.state).toBe("idle");
   });
 

@@ -102,6 +102,12 @@ describe("bun src/main.ts", () => {
     }
   });
 
+  test("a listener host name that does not resolve is not called a port in use", async () => {
+    const r = await runToExit({ OLLAMA_URL: ollama2.url, LISTEN_OLLAMA: "nosuchhost.invalid:0" });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toBe("gpu-turnstile: LISTEN_OLLAMA nosuchhost.invalid:0: cannot listen: the port is in use (another gpu-turnstile?) or nosuchhost.invalid is not an address of this machine\n");
+  });
+
   test("a listener whose port is taken exits non-zero with one line naming the setting; the first keeps serving", async () => {
     const first = await startMain({ OLLAMA_URL: ollama.url, LISTEN_OLLAMA: "127.0.0.1:0", COMFY_URL: comfy.url, LISTEN_COMFY: "127.0.0.1:0" });
     try {
