@@ -78,6 +78,8 @@ interface Episode {
   /** Some read found the memory not measured (cpu, mps, DirectML): nothing is learned. */
   unmeasured: boolean;
   lastFree?: number;
+  /** A joining job's eject and the wait for Ollama to be empty: later joiners wait for it too. */
+  emptying?: Promise<unknown>;
   readonly stop: AbortController;
 }
 
@@ -106,22 +108,28 @@ export class Coexistence {
     void this.#watch(ep);
   }
 
-  /** A job about to go to ComfyUI in the open session: a workflow the rule does not admit ejects the model first. */
-  async beforeJob(workflow: string | undefined): Promise<void> {
+  /**
+   * A job about to go to ComfyUI in the open session: a workflow the rule does not admit ejects
+   * the model first, and the job waits until Ollama is empty (`unload`, the image job's, bounded by
+   * UNLOAD_TIMEOUT), as Ollama frees a model only after it has answered the unload.
+   */
+  async beforeJob(workflow: string | undefined, unload: () => Promise<unknown>): Promise<unknown> {
     const ep = this.#episode;
     if (!ep) return;
     if (workflow) ep.workflows.add(workflow);
     const m = ep.resident;
-    if (!m) return;
+    if (!m) return ep.emptying;
     const card = await this.#card().catch(() => undefined);
-    // Another job's check may have ejected it meanwhile (jobs join a session at once).
-    if (ep.resident !== m) return;
+    // Another job's check may have ejected it meanwhile (jobs join a session at once): this one
+    // waits for the same emptying.
+    if (ep.resident !== m) return ep.emptying;
     const verdict = card && this.#admit(m, card, workflow);
     if (verdict?.admit) {
       ep.headroomBytes = Math.min(ep.headroomBytes ?? Infinity, verdict.headroomBytes);
       return;
     }
-    await this.#eject(ep, verdict ? `a job of workflow ${workflow ?? "(unknown)"} joined: ${verdict.detail}` : "ComfyUI's memory could not be read for a joining job", card);
+    ep.emptying = this.#eject(ep, verdict ? `a job of workflow ${workflow ?? "(unknown)"} joined: ${verdict.detail}` : "ComfyUI's memory could not be read for a joining job", card).then(unload);
+    await ep.emptying;
   }
 
   /**

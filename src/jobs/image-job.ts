@@ -148,7 +148,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     acquiredAt = performance.now();
     emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession });
     await l.ready();
-    await coexist?.beforeJob(workflow);
+    await coexist?.beforeJob(workflow, () => unloadOllama(jobId, deps));
     if (clientSignal.aborted) {
       release(gone());
       throw clientSignal.reason;

@@ -40,6 +40,12 @@ function setup(opts: { free?: number; statsDelay?: () => Promise<void> } = {}) {
   return { c, events, unloaded, peaks, setFree: (b: number) => (free = b) };
 }
 
+/** Polls (microtask turns, bounded) until `ok`: the fakes answer at once, nothing sleeps. */
+async function until(ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 10_000 && !ok(); i++) await Promise.resolve();
+  expect(ok()).toBe(true);
+}
+
 const unloadNone = async (keep?: string) => ({ tried: [], complete: true, keep });
 
 describe("Coexistence", () => {
@@ -64,8 +70,7 @@ describe("Coexistence", () => {
     expect(c.serve("nomic-embed-text")).toBeUndefined();
     c.jobEnded("new", "completed");
     // The watch's first reading of the card, then the end.
-    const deadline = Date.now() + 2000;
-    while (c.view().freeBytes === undefined && Date.now() < deadline) await Promise.resolve();
+    await until(() => c.view().freeBytes !== undefined);
     c.sessionEnded();
     expect(peaks.get("new")?.peakBytes).toBeGreaterThan(0);
   });
@@ -77,12 +82,23 @@ describe("Coexistence", () => {
     const { c, unloaded, events } = setup({ statsDelay: () => (holdStats ? gate : Promise.resolve()) });
     await c.prepare("small", unloadNone);
     holdStats = true;
-    const a = c.beforeJob("unlearned-1");
-    const b = c.beforeJob("unlearned-2");
+    let emptied = 0;
+    let empty!: () => void;
+    const emptyGate = new Promise<void>((r) => (empty = r));
+    const order: string[] = [];
+    const a = c.beforeJob("unlearned-1", () => emptyGate.then(() => void emptied++)).then(() => order.push("a"));
+    const b = c.beforeJob("unlearned-2", () => emptyGate.then(() => void emptied++)).then(() => order.push("b"));
     release();
+    // Neither job goes out while Ollama is still being emptied.
+    await until(() => unloaded.length === 1);
+    expect(order).toEqual([]);
+    empty();
     await Promise.all([a, b]);
+    expect(order.sort()).toEqual(["a", "b"]);
     expect(unloaded).toEqual([EMBED.name]);
     expect(events.filter((e) => e.kind === "ejected")).toHaveLength(1);
+    // The job that ejected waits for Ollama to be empty before it goes out.
+    expect(emptied).toBe(1);
     c.sessionEnded();
   });
 

@@ -7,6 +7,10 @@
  * - every request got its answer, and the turnstile ends idle;
  * - co-residency happened (admissions > 0): the run proves something.
  *
+ * The eject is only as quick as a reading of the card plus an unload: the 4 GiB margin covers
+ * about 200 ms of the steepest sampler (22.3 GB over a 2 s job), so a machine busy enough to delay
+ * a reading longer than that can make this fail; that is the documented limit, not a bug.
+ *
  * Reproduce a failure with CHAOS_SEED=<seed printed in the failure>.
  */
 import { afterEach, expect, test } from "bun:test";
@@ -15,7 +19,7 @@ import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { chat, newPromptId, postJson, promptBody, type Stack, startStack, submit, until, warnLines } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
-const OPS = 40;
+const OPS = 32;
 const CONCURRENCY = 4;
 const GB = 1_000_000_000;
 /** What each model occupies wholly in VRAM (the simulator's figures). */
@@ -30,8 +34,8 @@ afterEach(async () => {
 test(`COEXIST chaos: no moment over capacity, no unreported CPU spill (seed ${SEED})`, async () => {
   const r = mulberry32(SEED);
   const s = (stack = await startStack({
-    comfy: { jobMs: 1000, loadMs: 10, freeDelayMs: 20 },
-    env: { COEXIST: "true", COEXIST_MODELS: "nomic-embed-text", COEXIST_MARGIN: "3GiB", COEXIST_POLL_INTERVAL: "20ms", LOGLEVEL: "info", LLM_BUSY_MODE: "wait", LLM_WAIT_TIMEOUT: "60s" },
+    comfy: { jobMs: 2000, loadMs: 10, freeDelayMs: 20 },
+    env: { COEXIST: "true", COEXIST_MODELS: "nomic-embed-text", COEXIST_MARGIN: "4GiB", COEXIST_POLL_INTERVAL: "20ms", LOGLEVEL: "info", LLM_BUSY_MODE: "wait", LLM_WAIT_TIMEOUT: "60s" },
   }));
   // Three workflows (another size is another workflow), each a little higher run after run; on
   // its third run one may go to the most the 25.4 GB card holds beside ComfyUI's 2.7 GB checkpoint

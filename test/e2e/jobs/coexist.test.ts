@@ -24,7 +24,7 @@ function start(env: Record<string, string> = {}, comfy: ComfySimOptions = {}): P
   return startStack({
     // Long enough that a poll every 20 ms sees each sampler step (about 50 ms each).
     comfy: { jobMs: 2000, loadMs: 10, freeDelayMs: 20, ...comfy },
-    env: { COEXIST: "true", COEXIST_MODELS: EMBED, COEXIST_MARGIN: "3GiB", COEXIST_POLL_INTERVAL: "20ms", LOGLEVEL: "info", ...env },
+    env: { COEXIST: "true", COEXIST_MODELS: EMBED, COEXIST_MARGIN: "4GiB", COEXIST_POLL_INTERVAL: "20ms", LOGLEVEL: "info", ...env },
   });
 }
 
