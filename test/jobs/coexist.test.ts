@@ -11,12 +11,12 @@ import type { LoadedModel, OllamaClient } from "../../src/ollama/client.ts";
 const GiB = 1024 ** 3;
 const EMBED: LoadedModel = { name: "nomic-embed-text:latest", size: 600 * 1024 ** 2, sizeVram: 600 * 1024 ** 2 };
 
-function setup(opts: { free?: number; statsDelay?: () => Promise<void> } = {}) {
+function setup(opts: { free?: number; statsDelay?: () => Promise<void>; listed?: () => LoadedModel[] } = {}) {
   const events: CoexistEvent[] = [];
   const unloaded: string[] = [];
   let free = opts.free ?? 20 * GiB;
   const ollama = {
-    ps: async () => (unloaded.includes(EMBED.name) ? [] : [EMBED]),
+    ps: async () => (unloaded.includes(EMBED.name) ? [] : (opts.listed?.() ?? [EMBED])),
     unload: async (m: string) => {
       unloaded.push(m);
       return "generate" as const;
@@ -108,5 +108,33 @@ describe("Coexistence", () => {
     c.jobEnded("small", "failed");
     c.sessionEnded();
     expect(peaks.get("small")?.exclusiveOnly).toBeDefined();
+  });
+
+  test("a model Ollama reloaded partly on the CPU is ejected and reported; one that expired is no longer served", async () => {
+    let listed: LoadedModel[] = [EMBED];
+    const { c, events, unloaded } = setup({ listed: () => listed });
+    await c.prepare("small", unloadNone);
+    // The watch's first reading finds it as admitted: it stays.
+    await until(() => c.view().freeBytes !== undefined);
+    expect(c.serve(EMBED.name)).toBeDefined();
+    c.sessionEnded();
+
+    listed = [EMBED];
+    await c.prepare("small", unloadNone);
+    listed = [{ ...EMBED, sizeVram: EMBED.size / 2 }];
+    await until(() => events.some((e) => e.kind === "ejected"));
+    expect(events.find((e) => e.kind === "ejected")).toMatchObject({ model: EMBED.name, why: expect.stringContaining("reloaded") });
+    expect(unloaded).toEqual([EMBED.name]);
+    expect(c.serve(EMBED.name)).toBeUndefined();
+    c.sessionEnded();
+
+    unloaded.length = 0;
+    listed = [EMBED];
+    await c.prepare("small", unloadNone);
+    listed = [];
+    await until(() => c.view().model === undefined);
+    expect(c.serve(EMBED.name)).toBeUndefined();
+    expect(unloaded).toEqual([]);
+    c.sessionEnded();
   });
 });
