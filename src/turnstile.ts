@@ -4,20 +4,16 @@
  * through `startTurnstile`.
  */
 import { hostname, networkInterfaces } from "node:os";
-import { ComfyClient } from "./comfy/client.ts";
 import { redactUrl } from "./config/redact.ts";
 import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
 import type { Config } from "./config/types.ts";
 import { parseListen } from "./config/listen.ts";
 import { formatDuration } from "./config/duration.ts";
-import type { ImageJobDeps } from "./jobs/image-job.ts";
 import type { JobListener } from "./jobs/events.ts";
 import { BusyEstimator } from "./jobs/busy-estimate.ts";
 import { ImageSessions } from "./jobs/session.ts";
 import { JobTracker } from "./jobs/tracker.ts";
 import { Nudges } from "./jobs/nudge.ts";
-import { PromptIds } from "./jobs/prompt-ids.ts";
-import { SharedQueue } from "./jobs/queue-share.ts";
 import { HeldPrompts } from "./jobs/held-prompts.ts";
 import { JobStarts } from "./jobs/job-starts.ts";
 import { GpuLock } from "./lock/index.ts";
@@ -25,7 +21,7 @@ import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
-import { OllamaClient } from "./ollama/client.ts";
+import type { OllamaClient } from "./ollama/client.ts";
 import { noGpuRule } from "./ollama/no-gpu-rule.ts";
 import { HandoffCheck, offloadWarning } from "./ollama/offload.ts";
 import { createListenerApp, type HealthBody, type ListenerAppDeps, type LlmBodyWatch } from "./proxy/app.ts";
@@ -54,6 +50,10 @@ import { readyzAnswer, type ReadyzDeps } from "./balance/readyz.ts";
 import { LeaseFile } from "./status/lease-file.ts";
 import { heldUntil } from "./proxy/start-gate.ts";
 import { readAtStart } from "./jobs/adopt.ts";
+import { pickTenants, type Tenants } from "./tenants/pick.ts";
+import { residentsReader, tenantSide } from "./tenants/side.ts";
+import { OllamaTenant } from "./tenants/ollama.ts";
+import { ComfyTenant } from "./tenants/comfyui.ts";
 import { coexistStatus, startCoexist } from "./observe/coexist-wire.ts";
 
 export interface TurnstileOptions {
@@ -62,6 +62,8 @@ export interface TurnstileOptions {
   version: string;
   /** An extra subscriber to image-job phases (the demo's timeline). */
   onJobEvent?: JobListener;
+  /** Drivers to use instead of LLM_KIND's and IMAGE_KIND's (a test's fake tenant), for the sides whose URL is set. */
+  tenants?: Partial<Tenants>;
 }
 
 export interface BoundListener {
@@ -211,12 +213,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     onTick: (changed) => cardRefresh.tick(changed),
   });
 
-  const ollama = config.ollamaUrl ? new OllamaClient(new URL(config.ollamaUrl), config.unloadTimeoutMs) : undefined;
-  const comfy = config.comfyUrl ? new ComfyClient(new URL(config.comfyUrl), config.probeTimeoutMs) : undefined;
+  // LLM_KIND's and IMAGE_KIND's drivers (tenants/); Ollama and ComfyUI keep machinery of their own.
+  const tenants = { ...pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses)), ...opts.tenants };
+  const ollama = tenants.llm instanceof OllamaTenant ? tenants.llm.client : undefined;
+  const comfy = tenants.image instanceof ComfyTenant ? tenants.image.client : undefined;
   const coexist = startCoexist(config, { ollama, comfy, registry: metrics.registry, log });
   if (ollama) ollama.onPs = (models) => status.onModels(models);
-  // An Ollama on this machine that refuses connections holds no memory: an unload need not wait for it.
-  if (ollama) ollama.refusalMeansGone = namesThisMachine(ollama.base.hostname, hostname(), machineAddresses);
+  // What the LLM side holds, for the status page: Ollama's /api/ps (onPs hears it), another kind's resident().
+  const readLlm = ollama ? () => ollama.look(config.probeTimeoutMs) : tenants.llm && residentsReader(tenants.llm, config.probeTimeoutMs, (m) => status.onModels(m));
   if (comfy) comfy.onStats = (body) => status.onComfyStats(body);
   // Said when first seen (at start) and if ComfyUI comes back on another kind of device.
   if (comfy) {
@@ -227,13 +231,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   // While a page watches: the card's holdings read again when they can have changed (SPEC "Status page").
   const cardRefresh = new CardRefresh({
-    read: () => Promise.allSettled([ollama?.look(config.probeTimeoutMs), comfy?.systemStats(config.probeTimeoutMs)]),
+    read: () => Promise.allSettled([readLlm?.(), comfy?.systemStats(config.probeTimeoutMs)]),
     busy: () => lock.state !== "idle",
     nextExpiry: () => status.nextModelExpiry(),
   });
 
   // Down until the first probe (just after start) says otherwise: "up" means a probe reached it.
-  const upstreamHealth: HealthBody["upstreams"] = { ollama: ollama ? "down" : "disabled", comfy: comfy ? "down" : "disabled" };
+  const upstreamHealth: HealthBody["upstreams"] = { ollama: tenants.llm ? "down" : "disabled", comfy: tenants.image ? "down" : "disabled" };
   const health = (): HealthBody => {
     const s = lock.snapshot();
     return { state: s.state, llm_inflight: s.llmInflight, image_pending: s.imagePending, upstreams: { ...upstreamHealth } };
@@ -268,7 +272,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     llm: llmWatches,
     jobs: tracker,
     comfy,
-    ollama,
+    llmTenant: tenants.llm,
+    imageTenant: tenants.image,
     settings: {
       maxTtlMs: config.leaseMaxTtlMs,
       unloadTimeoutMs: config.unloadTimeoutMs,
@@ -348,7 +353,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
   const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
   const emitJob = withExtra(
-    withExtra(withExtra(withExtra(jobObserver(log, metrics), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
+    withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
@@ -372,39 +377,16 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       backoffMaxMs: config.backoffMaxMs,
       onState: (up) => log.debug(up ? "ComfyUI websocket open: job ends are heard as they happen" : "ComfyUI websocket lost: job ends are seen by polling until it is back"),
     });
-  const imageJob: ImageJobDeps | undefined = comfy && {
-    lock,
-    sessions: new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
-      timeoutMs: config.freeTimeoutMs,
-      onCut: (n) => {
-        metrics.nestedCut.inc({}, n);
-        log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
-      },
-    }),
-    comfy,
-    ollama,
-    tracker,
-    emit: emitJob,
-    promptIds: new PromptIds(),
-    queue: new SharedQueue(comfy),
-    nudges,
-    held: heldPrompts,
-    starts: jobStarts,
-    coexist,
-    settings: {
-      unloadTimeoutMs: config.unloadTimeoutMs,
-      unloadPollIntervalMs: config.unloadPollIntervalMs,
-      probeTimeoutMs: config.probeTimeoutMs,
-      jobTimeoutMs: config.jobTimeoutMs,
-      historyPollIntervalMs: config.historyPollIntervalMs,
-      freeTimeoutMs: config.freeTimeoutMs,
-      freePollIntervalMs: config.freePollIntervalMs,
-      promptCaptureLimit: config.promptCaptureLimit,
-      warmModel: config.warmModel,
-      warmTimeoutMs: config.warmTimeoutMs,
-      retry,
+  const sessions = new ImageSessions(lock, (e) => emitJob({ phase: "session_ended", ...e }), {
+    timeoutMs: config.freeTimeoutMs,
+    onCut: (n) => {
+      metrics.nestedCut.inc({}, n);
+      log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
     },
-  };
+  });
+  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges, held: heldPrompts, starts: jobStarts });
+  // COEXIST (jobs/coexist.ts): ComfyUI's jobs may keep one Ollama model beside them.
+  const imageJob = side.imageJob && coexist ? { ...side.imageJob, coexist } : side.imageJob;
 
   const allowedHosts = parseAllowedHosts(config.allowedHosts);
   // Said once per Host (and not without end: a rebinding page can make up names), so an operator
@@ -475,16 +457,17 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, coexist: coexist && ((m) => coexist.serve(m)) });
+    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored };
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
-      const nested = imageJob ? () => imageJob.sessions.joinNested() : undefined;
-      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, nested });
+      const nested = tenants.image ? () => sessions.joinNested() : undefined;
+      start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { ...llmSide, nested });
     }
     // Several cards behind a balancer (balance/): views of the lock's state, never a second lock.
     const imageReady = () => readiness(lock.snapshot(), upstreamHealth.comfy).ready;
     const heldImageJobs = () => withWaitingLeases(heldPrompts, steering.waiting().length);
     if (config.comfyUrl) {
-      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
+      start("comfy", "LISTEN_COMFY", config.listenComfy, config.comfyUrl, { imageJob, syncJob: side.syncJob, classify: side.classifyImage, imageReady, heldImageJobs, watchPass: comfyCancelWatch((t) => nudges.nudge(t), (t) => heldPrompts.drop(t)) });
     }
     if (config.agentListen) {
       const addr = parseListen(config.agentListen);
@@ -514,10 +497,10 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   // later. Not a pass-through request's refusal: that would end its retries (knownDown) and turn an
   // upstream's restart into 502s.
   const suspectDown = (u: Upstream) => void (upstreamHealth[u] === "up" && monitor.probeNow());
-  const upstreamLog = upstreamHealthLogger(log, metrics);
+  const upstreamLog = upstreamHealthLogger(log, metrics, side.otherKinds);
   const monitor: HealthMonitor = startHealthMonitor({
-    ollama,
-    comfy,
+    ollama: tenants.llm,
+    comfy: tenants.image,
     timeoutMs: config.probeTimeoutMs,
     intervalMs: config.healthIntervalMs,
     report: withHealth(upstreamHealth, (u, up, detail) => {
@@ -528,14 +511,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }),
     // The status page's resident models are at most one HEALTH_INTERVAL old (ComfyUI's memory
     // comes with its own probe, /system_stats).
-    whenOllamaUp: ollama && (() => ollama.look(config.probeTimeoutMs)),
+    whenOllamaUp: readLlm,
   });
 
   const restoreLease = async () => {
     const kept = leaseFile?.load();
     if (kept) await steering.restore(kept);
   };
-  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, log, probeTimeoutMs: config.probeTimeoutMs })
+  void readAtStart({ probed: monitor.reported, restoreLease, image: imageJob, other: side.pickUpAtStart, log, probeTimeoutMs: config.probeTimeoutMs })
     .catch((err: unknown) => log.error("picking up the card's state at start failed", { err: err instanceof Error ? err : String(err) }))
     .finally(() => {
       starting = false;

@@ -25,6 +25,7 @@ const ROOMS = [
   "ollama",
   "comfy",
   "jobs",
+  "tenants",
   "balance",
   "proxy",
   "status",

@@ -58,6 +58,8 @@ export const COMMAND_FLAGS: Record<CommandName, FlagSpec[]> = {
     { name: "without-turnstile", value: false },
     { name: "cards", value: true },
     { name: "sims-only", value: false },
+    { name: "llm", value: true },
+    { name: "image", value: true },
   ],
   config: [
     { name: "sample", value: false },

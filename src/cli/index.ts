@@ -134,8 +134,16 @@ const commands: Record<CommandName, CommandDef<any>> = {
       "without-turnstile": { type: "boolean", description: "run the same workload straight at the simulators" },
       cards: { type: "string", description: "2: two simulated cards behind HAProxy (deploy/haproxy.cfg; needs haproxy installed)" },
       "sims-only": { type: "boolean", description: "only the simulated Ollama and ComfyUI, for a turnstile run by hand (prints how)" },
+      llm: { type: "string", description: "the LLM-side kind to simulate: ollama, llama-server, llama-swap, lmstudio, vllm (see LLM_KIND)" },
+      image: { type: "string", description: "the image-side kind to simulate: comfyui, a1111, swarmui (see IMAGE_KIND)" },
     },
     async run({ args }) {
+      if (args.llm !== undefined || args.image !== undefined) {
+        const { runPairDemo } = await import("../demo/pair.ts");
+        const pair = { llm: args.llm ?? "ollama", image: args.image ?? "comfyui" };
+        process.exitCode = await runPairDemo({ ...pair, once: args.once === true, withoutTurnstile: args["without-turnstile"] === true });
+        return;
+      }
       if (args["sims-only"] === true) {
         const { runSimsOnly } = await import("../demo/sims-only.ts");
         process.exitCode = await runSimsOnly();

@@ -4,6 +4,7 @@
  * one row here plus its field in types.ts.
  */
 import type { Config } from "./types.ts";
+import { IMAGE_KINDS, LLM_KINDS } from "./tenant-kinds.ts";
 
 export type SettingKind = "duration" | "int" | "string" | "url" | "listen" | "enum" | "bool";
 
@@ -103,6 +104,53 @@ export const SETTINGS: readonly SettingDef[] = [
     defaultDoc: "_(empty = disabled)_",
     kind: "url",
     doc: "ComfyUI upstream, e.g. http://127.0.0.1:8189; empty disables the ComfyUI side.",
+  },
+  {
+    key: "LLM_KIND",
+    field: "llmKind",
+    default: "ollama",
+    kind: "enum",
+    values: LLM_KINDS,
+    doc: "Which server OLLAMA_URL (the LLM side) is: ollama, llama-server (llama.cpp router mode), llama-swap, lmstudio (LM Studio REST v1) or vllm (sleep mode); see Tenants.",
+  },
+  {
+    key: "LMSTUDIO_TOKEN",
+    field: "lmstudioToken",
+    default: "",
+    defaultDoc: "_(empty = none sent)_",
+    kind: "string",
+    secret: true,
+    doc: "With LLM_KIND=lmstudio: the API token the turnstile sends (Authorization: Bearer) on its own calls to LM Studio (listing and unloading models) when the server requires one; clients send their own.",
+  },
+  {
+    key: "IMAGE_KIND",
+    field: "imageKind",
+    default: "comfyui",
+    kind: "enum",
+    values: IMAGE_KINDS,
+    doc: "Which server COMFY_URL (the image side) is: comfyui, a1111 (AUTOMATIC1111 and Forge) or swarmui; see Tenants.",
+  },
+  {
+    key: "SWARMUI_SESSION",
+    field: "swarmuiSession",
+    default: "",
+    defaultDoc: "_(empty = obtained automatically)_",
+    kind: "string",
+    secret: true,
+    pattern: /^[\x21-\x7e]*$/,
+    expected: "printable characters without spaces",
+    doc: "SwarmUI image side: the session_id the turnstile's own calls (FreeBackendMemory, ListBackends, GetCurrentStatus) use; empty = one from GetNewSession. Either is renewed when SwarmUI answers invalid_session_id.",
+  },
+  {
+    key: "SWARMUI_TOKEN",
+    field: "swarmuiToken",
+    default: "",
+    defaultDoc: "_(empty = SwarmUI without accounts)_",
+    kind: "string",
+    secret: true,
+    pattern: /^[\x21-\x7e]*$/,
+    expected: "printable characters without spaces",
+    doc: "SwarmUI image side with accounts required: a user token, sent as the swarm_user_token cookie on the turnstile's own calls (its user needs the control_mem_clean and view_backends_list permissions).",
   },
   {
     key: "UNLOAD_TIMEOUT",

@@ -1,3 +1,5 @@
+import type { ImageKind, LlmKind } from "./tenant-kinds.ts";
+
 /** The effective configuration, after file + environment + defaults. Durations are milliseconds. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type LogFormat = "text" | "json";
@@ -14,6 +16,16 @@ export interface Config {
   ollamaUrl: string;
   /** "" = consumer disabled */
   comfyUrl: string;
+  /** Which server OLLAMA_URL is (src/tenants/registry.ts). */
+  llmKind: LlmKind;
+  /** "" = no token sent to LM Studio */
+  lmstudioToken: string;
+  /** Which server COMFY_URL is. */
+  imageKind: ImageKind;
+  /** SwarmUI session the turnstile's own calls use; "" = obtained from GetNewSession (IMAGE_KIND=swarmui). */
+  swarmuiSession: string;
+  /** SwarmUI account token, sent as the swarm_user_token cookie; "" = SwarmUI without accounts. */
+  swarmuiToken: string;
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
   imageSessionMaxMs: number;

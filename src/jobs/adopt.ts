@@ -20,12 +20,15 @@ export async function readAtStart(o: {
   probed: Promise<void>;
   restoreLease: () => Promise<void>;
   image: ImageJobDeps | undefined;
+  /** Another image kind's start read (tenants/sync-job.ts), when the image side is not ComfyUI. */
+  other?: () => Promise<void>;
   log: StartLog;
   probeTimeoutMs: number;
 }): Promise<void> {
   const card = (async () => {
     await o.restoreLease();
     if (o.image) pickUpAtStart(await readCardAtStart(o.image.comfy, o.probeTimeoutMs), o.image, o.log);
+    else await o.other?.();
   })();
   await Promise.all([o.probed, card]);
 }

@@ -17,7 +17,6 @@
 import type { ComfyClient } from "../comfy/client.ts";
 import { sleep } from "../http/backoff.ts";
 import type { LoadedModel, OllamaClient } from "../ollama/client.ts";
-import type { UnloadResult } from "../ollama/unload.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { admitBeside, type CardMeasure, comfyUse, type CoexistSettings, modelAllowed, mustEject, type RefusalReason } from "./coexist-rule.ts";
 import type { LearnedPeaks } from "./learned-peaks.ts";
@@ -94,7 +93,7 @@ export class Coexistence {
    * `unload` (the image job's, which logs it), and start watching. `workflow` undefined: the
    * opener's graph has no key, so nothing stays.
    */
-  async prepare(workflow: string | undefined, unload: (keep?: string) => Promise<UnloadResult | undefined>): Promise<void> {
+  async prepare(workflow: string | undefined, unload: (keep?: string) => Promise<{ tried: string[] } | undefined>): Promise<void> {
     this.#end();
     const ep: Episode = { workflows: new Set(workflow ? [workflow] : []), completed: new Set(), resident: undefined, admittedEver: false, maxUse: undefined, unmeasured: false, stop: new AbortController() };
     this.#episode = ep;

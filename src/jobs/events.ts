@@ -52,6 +52,8 @@ export type ImageJobEvent =
       shared?: string;
       released: boolean;
       error?: string;
+      /** The tenant answered the release as done and its own report still showed the memory held (tenants/hand-over.ts). */
+      lied?: boolean;
     }
   /** The job's end; `gpuReleased` false when its image session goes on with other jobs. */
   | { phase: "released"; jobId: number; promptId?: string; outcome: JobOutcome; heldMs: number; gpuReleased: boolean; reason?: string }

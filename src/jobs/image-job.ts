@@ -13,7 +13,6 @@
 import type { ComfyClient } from "../comfy/client.ts";
 import { vramReleased } from "../comfy/client.ts";
 import type { OllamaClient } from "../ollama/client.ts";
-import { emptyOllama, type UnloadResult } from "../ollama/unload.ts";
 import { sleep } from "../http/backoff.ts";
 import { errorResponse } from "../http/dialect.ts";
 import { forward, relayResponse, type Hold, type RetryPolicy } from "../http/forward.ts";
@@ -39,8 +38,6 @@ export interface ImageLock {
 }
 
 export interface ImageJobSettings {
-  unloadTimeoutMs: number;
-  unloadPollIntervalMs: number;
   probeTimeoutMs: number;
   jobTimeoutMs: number;
   historyPollIntervalMs: number;
@@ -56,7 +53,10 @@ export interface ImageJobDeps {
   lock: ImageLock;
   sessions: ImageSessions;
   comfy: ComfyClient;
-  /** Absent when OLLAMA_URL is empty: nothing to unload or warm. */
+  /** The LLM side's proven hand-over (tenants/hand-over.ts); absent when OLLAMA_URL is empty. Never throws. */
+  /** `keep`: a model COEXIST admitted to stay (Ollama's hand-over spares it). */
+  releaseLlm?: (keep?: string) => Promise<{ tried: string[]; released: boolean; durationMs: number; error?: string; notRunning?: string }>;
+  /** WARM_MODEL's Ollama; absent when OLLAMA_URL is empty or another LLM_KIND. */
   ollama: OllamaClient | undefined;
   settings: ImageJobSettings;
   tracker: JobTracker;
@@ -287,29 +287,16 @@ function deletedAnswer(promptId: string): Response {
   });
 }
 
-/** Empty Ollama. Never throws: a misbehaving neighbour must not fail the user's image request. */
+/** Empty the LLM side (Ollama's: ollama/unload.ts, through its driver). Never throws: a misbehaving neighbour must not fail the user's image request. */
 export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
   await unloadOllamaKeeping(jobId, deps);
 }
 
-/** The same, sparing `keep` (a model COEXIST admitted to stay); the result says what was sent. */
-export async function unloadOllamaKeeping(jobId: number, deps: ImageJobDeps, keep?: string): Promise<UnloadResult | undefined> {
-  const { ollama, settings, emit } = deps;
-  if (!ollama) return undefined;
-  const t0 = performance.now();
-  let r: UnloadResult;
-  try {
-    r = await emptyOllama(ollama, {
-      timeoutMs: settings.unloadTimeoutMs,
-      pollMs: settings.unloadPollIntervalMs,
-      // A hanging /api/ps is given up on with time left to unload blind and poll again.
-      psTimeoutMs: Math.min(settings.probeTimeoutMs, settings.unloadTimeoutMs / 2),
-      keep,
-    });
-  } catch (err) {
-    r = { tried: [], complete: false, error: describeFetchError(err) };
-  }
-  emit({ phase: "unloaded", jobId, models: r.tried, durationMs: performance.now() - t0, complete: r.complete, error: r.error, notRunning: r.notRunning });
+/** The same, sparing `keep` (a model COEXIST admitted to stay, Ollama only); the result says what was sent. */
+export async function unloadOllamaKeeping(jobId: number, deps: ImageJobDeps, keep?: string): Promise<{ tried: string[] } | undefined> {
+  if (!deps.releaseLlm) return undefined;
+  const r = await deps.releaseLlm(keep);
+  deps.emit({ phase: "unloaded", jobId, models: r.tried, durationMs: r.durationMs, complete: r.released, error: r.error, notRunning: r.notRunning });
   return r;
 }
 

@@ -2,8 +2,7 @@
  * Probes of the enabled upstreams: once at start, then every HEALTH_INTERVAL. Failure is
  * reported, never fatal — the turnstile keeps serving (and retrying) while an upstream is down.
  */
-import type { ComfyClient } from "../comfy/client.ts";
-import type { OllamaClient } from "../ollama/client.ts";
+import type { Tenant } from "../tenants/types.ts";
 import { formatDuration } from "../config/duration.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 
@@ -15,17 +14,10 @@ function probeError(err: unknown, timeoutMs: number): string {
   return timedOut ? `no answer within PROBE_TIMEOUT (${formatDuration(timeoutMs)})` : describeFetchError(err);
 }
 
-export async function probeOllama(c: OllamaClient, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
+/** One side's probe: its driver's (Ollama's /api/version, ComfyUI's /system_stats, …). */
+export async function probeTenant(t: Pick<Tenant, "probe">, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
   try {
-    return { up: true, detail: await c.version(timeoutMs) };
-  } catch (err) {
-    return { up: false, detail: probeError(err, timeoutMs) };
-  }
-}
-
-export async function probeComfy(c: ComfyClient, timeoutMs: number): Promise<{ up: boolean; detail: string }> {
-  try {
-    return { up: true, detail: (await c.systemStats(timeoutMs)).version };
+    return { up: true, detail: await t.probe(timeoutMs) };
   } catch (err) {
     return { up: false, detail: probeError(err, timeoutMs) };
   }
@@ -45,8 +37,9 @@ export interface HealthMonitor {
 }
 
 export function startHealthMonitor(opts: {
-  ollama?: OllamaClient;
-  comfy?: ComfyClient;
+  /** The LLM side (reported as "ollama") and the image side ("comfy"). */
+  ollama?: Pick<Tenant, "probe">;
+  comfy?: Pick<Tenant, "probe">;
   timeoutMs: number;
   intervalMs: number;
   report: ProbeReport;
@@ -60,13 +53,13 @@ export function startHealthMonitor(opts: {
     let ollamaUp = false;
     if (opts.ollama) {
       probes.push(
-        probeOllama(opts.ollama, opts.timeoutMs).then((r) => {
+        probeTenant(opts.ollama, opts.timeoutMs).then((r) => {
           opts.report("ollama", r.up, r.detail);
           ollamaUp = r.up;
         }),
       );
     }
-    if (opts.comfy) probes.push(probeComfy(opts.comfy, opts.timeoutMs).then((r) => opts.report("comfy", r.up, r.detail)));
+    if (opts.comfy) probes.push(probeTenant(opts.comfy, opts.timeoutMs).then((r) => opts.report("comfy", r.up, r.detail)));
     await Promise.all(probes);
     onReported();
     if (ollamaUp) await opts.whenOllamaUp?.().catch(() => {});

@@ -103,9 +103,13 @@ interface JobTimes {
   freeMs?: number;
 }
 
-export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJobEvent) => void {
+/** `names`: the two sides' servers as the log names them (the picked drivers' labels). */
+export function jobObserver(log: Logger, metrics: TurnstileMetrics, names: { llm?: string; image?: string } = {}): (e: ImageJobEvent) => void {
+  const llm = names.llm ?? "Ollama";
+  const image = names.image ?? "ComfyUI";
   // Jobs between their first grant and their end; a job that retried adds up its waits and unloads.
   const jobs = new Map<number, JobTimes>();
+  let liedTold = false;
   const times = (jobId: number): JobTimes => {
     let t = jobs.get(jobId);
     if (!t) jobs.set(jobId, (t = { waitedMs: 0, unloadMs: 0 }));
@@ -121,11 +125,11 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         metrics.unloadSeconds.observe({}, e.durationMs / 1000);
         times(e.jobId).unloadMs += e.durationMs;
         if (e.notRunning) {
-          log.info(`image job ${e.jobId}: Ollama not running (refused on this machine), nothing to unload`, { job: e.jobId, reason: e.notRunning });
+          log.info(`image job ${e.jobId}: ${llm} not running (refused on this machine), nothing to unload`, { job: e.jobId, reason: e.notRunning });
         } else if (e.complete) {
-          log.info(`image job ${e.jobId}: Ollama empty`, { job: e.jobId, unloaded: e.models.join(",") || null, unload_ms: msField(e.durationMs) });
+          log.info(`image job ${e.jobId}: ${llm} empty`, { job: e.jobId, unloaded: e.models.join(",") || null, unload_ms: msField(e.durationMs) });
         } else {
-          log.warn(`image job ${e.jobId}: Ollama unload not confirmed, continuing`, {
+          log.warn(`image job ${e.jobId}: ${llm} unload not confirmed, continuing`, {
             job: e.jobId,
             tried: e.models.join(",") || null,
             unload_ms: msField(e.durationMs),
@@ -134,7 +138,7 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
         }
         return;
       case "retrying":
-        log.warn(`image job ${e.jobId}: ComfyUI unavailable, retrying`, { job: e.jobId, attempt: e.attempt, delay_ms: msField(e.delayMs), reason: e.reason });
+        log.warn(`image job ${e.jobId}: ${image} unavailable, retrying`, { job: e.jobId, attempt: e.attempt, delay_ms: msField(e.delayMs), reason: e.reason });
         return;
       case "received":
         log.debug(`image job ${e.jobId}: /prompt received`, { job: e.jobId, prompt_id: e.promptId, minted: e.minted, client_id: e.clientId });
@@ -144,7 +148,7 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
           log.warn(`image job ${e.jobId}: ComfyUI answered with another prompt_id than the one sent; following both`, { job: e.jobId, sent: e.promptId, answered: e.answeredPromptId });
         }
         if (e.promptId) times(e.jobId).promptId = e.promptId;
-        log.info(`image job ${e.jobId}: ComfyUI answered ${e.status}`, { job: e.jobId, prompt_id: e.promptId ?? null, forward_ms: msField(e.durationMs) });
+        log.info(`image job ${e.jobId}: ${image} answered ${e.status}`, { job: e.jobId, prompt_id: e.promptId ?? null, forward_ms: msField(e.durationMs) });
         return;
       case "adopted":
         times(e.jobId).promptId = e.promptId;
@@ -187,9 +191,15 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
           vram_after_bytes: e.vramAfter,
           device: e.shared,
         };
-        if (e.released && e.shared) log.info(`image job ${e.jobId}: ComfyUI freed (its memory is the system's: /free answered, queue empty)`, fields);
-        else if (e.released) log.info(`image job ${e.jobId}: ComfyUI memory released`, fields);
-        else log.warn(`image job ${e.jobId}: ComfyUI memory release not confirmed`, { ...fields, reason: e.error });
+        if (e.released && e.shared) log.info(`image job ${e.jobId}: ${image} freed (its memory is the system's: /free answered, queue empty)`, fields);
+        else if (e.released) log.info(`image job ${e.jobId}: ${image} memory released`, fields);
+        else if (e.lied) {
+          // Said once at warn (an operator reads it once): every image turn's end then waits FREE_TIMEOUT.
+          const line = `image job ${e.jobId}: the image server answered its release as done but kept the memory; the card was held up to FREE_TIMEOUT and handed on`;
+          if (liedTold) log.info(line, { ...fields, reason: e.error });
+          else log.warn(line, { ...fields, reason: e.error });
+          liedTold = true;
+        } else log.warn(`image job ${e.jobId}: ${image} memory release not confirmed`, { ...fields, reason: e.error });
         return;
       }
       case "released": {
@@ -230,15 +240,17 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics): (e: ImageJo
   };
 }
 
-export function upstreamHealthLogger(log: Logger, metrics: TurnstileMetrics) {
+/** `servers`: a side's server when it is not the default kind (vLLM on the "ollama" side), named in the lines. */
+export function upstreamHealthLogger(log: Logger, metrics: TurnstileMetrics, servers: Partial<Record<Upstream, string>> = {}) {
   const last = new Map<Upstream, boolean>();
   return (upstream: Upstream, up: boolean, detail: string) => {
     metrics.upstreamUp.set({ upstream }, up ? 1 : 0);
     const before = last.get(upstream);
     last.set(upstream, up);
     if (before === up) return;
-    if (!up) log.warn(`${upstream} is down`, { reason: detail });
-    else if (before === false) log.warn(`${upstream} recovered`, { version: detail });
-    else log.notice(`${upstream} is up`, { version: detail });
+    const name = servers[upstream] ? `${servers[upstream]} (${upstream === "comfy" ? "image" : "LLM"} side)` : upstream;
+    if (!up) log.warn(`${name} is down`, { reason: detail });
+    else if (before === false) log.warn(`${name} recovered`, { version: detail });
+    else log.notice(`${name} is up`, { version: detail });
   };
 }

@@ -22,6 +22,7 @@ import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
 import { ZstdInflater } from "../http/zstd-body.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type GateSettings, type LlmLock } from "./llm-gate.ts";
 import { QUEUE_VIEW_PATHS, withHeldJobs, type HeldQueue } from "../balance/comfy-queue.ts";
+import type { WorkClass } from "../tenants/types.ts";
 
 /** A request as the log sees it: `client` is the peer address, `model` an LLM request's (once its body was read). */
 export interface RequestInfo {
@@ -131,6 +132,12 @@ export interface ListenerAppDeps {
   watchPass?: (method: string, routedPath: string) => PassWatch | undefined;
   /** GET /readyz, given its `class` query parameter (balance/readyz.ts); absent: 404. */
   readyz?: (classParam: string | null) => Response;
+  /** The listener's tenant's classification (LLM_KIND's or IMAGE_KIND's driver); absent: classify.ts's tables. */
+  classify?: (method: string, routedPath: string) => WorkClass;
+  /** An `image-sync` request: the request is the job (tenants/sync-job.ts). */
+  syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
+  /** Resolves once the LLM side is restored after an image turn (vLLM's wake_up); undefined when nothing is owed. */
+  restored?: () => Promise<void> | undefined;
   /** Would an image job start now (X-Turnstile-Wait: 0 on /prompt)? Absent: it always waits. */
   imageReady?: () => boolean;
   /** Image jobs held for the GPU that ComfyUI cannot see yet, added to its GET /queue and /prompt answers. */
@@ -170,6 +177,9 @@ export interface ListenerApp {
   /** The front-door checks for a request that `proxy` does not see (a websocket upgrade): its URL, or the refusal to send. */
   admit(req: Request, cls: RequestClass): RequestTarget | Response;
 }
+
+/** A tenant's work class as the log, the metrics and the rest of this file name it. */
+const CLASS_OF: Record<WorkClass, RequestClass> = { llm: "llm", "image-async": "image", "image-sync": "image", pass: "pass" };
 
 /** The two paths the turnstile answers itself; everything else belongs to the upstream. */
 export const INTERNAL_PATHS: ReadonlySet<string> = new Set(["/healthz", "/metrics", "/readyz"]);
@@ -217,7 +227,8 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
       counted(url.pathname);
       return deps.turnstile(req, clientIp);
     }
-    const cls = classify(listener, req.method, door.routed);
+    const work = deps.classify?.(req.method, door.routed);
+    const cls = work === undefined ? classify(listener, req.method, door.routed) : CLASS_OF[work];
     const t0 = performance.now();
     const info: Info = { listener, method: req.method, path: url.pathname, class: cls, client: clientIp };
     observer.start(info);
@@ -227,9 +238,10 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     };
     try {
       if (cls === "llm") return proxyLLM(req, url, door.routed, clientIp, deps, info, t0).catch(failed);
-      if (cls === "image" && deps.imageJob) {
+      const job = cls !== "image" ? undefined : work === "image-sync" ? deps.syncJob : deps.imageJob && ((r: Request, _u: RequestTarget, ip: string | undefined) => handleImageJob(r, ip, deps.imageJob!));
+      if (job) {
         if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, "comfy"), req.signal, observer, info, t0);
-        return handleImageJob(req, clientIp, deps.imageJob).then((res) => answered(res, req.signal, observer, info, t0)).catch(failed);
+        return job(req, url, clientIp).then((res) => answered(res, req.signal, observer, info, t0)).catch(failed);
       }
       const held = deps.heldImageJobs && req.method === "GET" && QUEUE_VIEW_PATHS.has(door.routed) ? deps.heldImageJobs : undefined;
       return proxyPass(req, url, clientIp, deps, info, t0, deps.watchPass?.(req.method, door.routed), held).catch(failed);
@@ -249,7 +261,12 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     },
     admit(req, cls) {
       const door = admit(req, deps.hostAllowed);
-      return door.ok ? door.url : refused(req, cls, door.reply);
+      if (!door.ok) return refused(req, cls, door.reply);
+      // A websocket the tenant runs GPU work over (SwarmUI's GenerateText2ImageWS) would hold the card without the lock.
+      const work = deps.classify?.(req.method, door.routed);
+      if (work === undefined || work === "pass") return door.url;
+      const message = `gpu-turnstile: ${req.method} ${door.url.pathname} runs GPU work over a websocket, which the turnstile cannot hold the card for; use the HTTP route`;
+      return refused(req, cls, { status: 403, type: "websocket_work_refused", message });
     },
   };
 }
@@ -373,7 +390,11 @@ async function proxyLLM(
     }
     info.nested = slot ? true : undefined;
     if (slot && watch) slot.onCut((err) => watch.cut(err));
-    const hold = slot ?? deps.coexist?.(model) ?? (await admitSlot());
+    // COEXIST: the model staying beside the image session is served without the lock.
+    const beside = slot ? undefined : deps.coexist?.(model);
+    const hold = slot ?? beside ?? (await admitSlot());
+    // Under the slot, so no image turn can begin while the LLM side wakes.
+    if (!slot && !beside) await deps.restored?.();
     return watch ? watch.arm(hold) : hold;
   };
   const bodyWatch = deps.watchLlmBody?.();

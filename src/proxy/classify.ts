@@ -6,31 +6,17 @@
  * one: a request classified differently from how its upstream handles it would bypass the lock.
  */
 import type { Listener } from "../http/dialect.ts";
+import { COMFY_IMAGE_PATHS } from "../tenants/comfyui.ts";
+import { OLLAMA_LLM_PATHS } from "../tenants/ollama.ts";
 
 export type { Listener };
 
 /** "ws": websocket upgrades, which listener.ts relays before classification (they never lock). */
 export type RequestClass = "llm" | "image" | "pass" | "ws";
 
-/** POST routes of Ollama that run inference (load a model onto the GPU). */
-const LLM_PATHS: ReadonlySet<string> = new Set([
-  "/api/generate",
-  "/api/chat",
-  "/api/embed",
-  "/api/embeddings",
-  "/v1/chat/completions",
-  "/v1/completions",
-  "/v1/embeddings",
-  "/v1/responses",
-  "/v1/messages",
-  "/v1/audio/transcriptions",
-  // Image generation, Ollama v0.14.3 to v0.32.5 on macOS (api-facts S1); a 404 on the others.
-  "/v1/images/generations",
-  "/v1/images/edits",
-]);
-
-/** POST routes of ComfyUI that enqueue a job. ComfyUI serves every route under `/api` too. */
-const IMAGE_PATHS: ReadonlySet<string> = new Set(["/prompt", "/api/prompt"]);
+/** The default kinds' tables live with their drivers (tenants/ollama.ts, tenants/comfyui.ts). */
+const LLM_PATHS = OLLAMA_LLM_PATHS;
+const IMAGE_PATHS = COMFY_IMAGE_PATHS;
 
 /**
  * The path as the upstream routes it, from the path as received (which is what is forwarded).
@@ -86,6 +72,7 @@ function removeDotSegments(path: string): string {
  * upstream, so we match exact paths only.
  */
 export function classify(listener: Listener, method: string, path: string): RequestClass {
+  // The picked drivers classify in production (app.ts's `classify`); this is the default kinds' answer.
   if (method !== "POST") return "pass";
   if (listener !== "comfy") return LLM_PATHS.has(path) ? "llm" : "pass";
   return IMAGE_PATHS.has(path) ? "image" : "pass";

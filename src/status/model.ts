@@ -110,6 +110,11 @@ export interface UpstreamView {
   reason?: string;
   /** Where it is (OLLAMA_URL, COMFY_URL), credentials masked. */
   url?: string;
+  /**
+   * Set while its last release was answered as done and its own report still showed the memory
+   * held (Forge's unload-checkpoint): each image turn's end then holds the card up to FREE_TIMEOUT.
+   */
+  release_kept_memory?: string;
 }
 
 /** What subscribers hear as it happens (the SSE event names). */
@@ -382,6 +387,7 @@ export class StatusModel {
         job.job_ms = e.durationMs;
         break;
       case "freed":
+        this.#releaseVerdict(e);
         if (!job) return;
         job.free_ms = e.durationMs;
         if (e.vramBefore !== undefined && e.vramAfter !== undefined) job.vram_reclaimed = Math.max(0, e.vramBefore - e.vramAfter);
@@ -462,6 +468,16 @@ export class StatusModel {
 
   #emitCard(): void {
     if (this.#listeners.size > 0) this.#emit({ type: "card", data: this.card() });
+  }
+
+  /** The image side's release verdict: a lie is shown on its upstream until a release is proven. */
+  #releaseVerdict(e: { released: boolean; lied?: boolean; error?: string }): void {
+    const before = this.#upstreams.get("comfy");
+    if (!before || (!e.lied && !(e.released && before.release_kept_memory))) return;
+    const { release_kept_memory: _, ...rest } = before;
+    const view = e.lied ? { ...rest, release_kept_memory: e.error ?? "the release was answered as done and the memory kept" } : rest;
+    this.#upstreams.set("comfy", view);
+    this.#emit({ type: "upstream", data: { name: "comfy", ...view } });
   }
 
   onUpstream(name: UpstreamName, up: boolean, detail: string): void {

@@ -12,8 +12,8 @@ import { formatDuration } from "../config/duration.ts";
 import { sleep } from "../http/backoff.ts";
 import { stopJob } from "../jobs/follow.ts";
 import type { Lease } from "../lock/index.ts";
-import type { OllamaClient } from "../ollama/client.ts";
-import { emptyOllama } from "../ollama/unload.ts";
+import { handOver } from "../tenants/hand-over.ts";
+import type { ImageTenant, LlmTenant } from "../tenants/types.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 
 /** What the status document and the `lease` event show of the lease held. */
@@ -50,8 +50,12 @@ export interface SteeringDeps {
   llm: { cutAll(err: Error): number };
   /** The image jobs being followed. */
   jobs: { active(): Iterable<{ promptId?: string }>; readonly interrupted?: Set<string> };
+  /** ComfyUI's client when IMAGE_KIND is comfyui: its jobs are stopped and its memory freed to the absolute floor. */
   comfy: ComfyClient | undefined;
-  ollama: OllamaClient | undefined;
+  /** The LLM side (LLM_KIND's driver), emptied and proven empty before a lease. */
+  llmTenant?: LlmTenant;
+  /** The image side when it is not ComfyUI (`comfy`), released and proven before a lease. */
+  imageTenant?: ImageTenant;
   settings: {
     maxTtlMs: number;
     unloadTimeoutMs: number;
@@ -287,16 +291,16 @@ export class Steering {
     return h.view.id;
   }
 
-  /** Unloads every Ollama model and frees ComfyUI, each confirmed; a reason when either fails. */
+  /** Empties the LLM side and frees the image side, each proven from its own report; a reason when either fails. */
   async #emptyGpu(): Promise<string | undefined> {
-    const { ollama, comfy, settings } = this.#d;
-    if (ollama) {
-      const r = await emptyOllama(ollama, {
-        timeoutMs: settings.unloadTimeoutMs,
-        pollMs: settings.unloadPollIntervalMs,
-        psTimeoutMs: Math.min(settings.probeTimeoutMs, settings.unloadTimeoutMs / 2),
-      }).catch((err: unknown) => ({ complete: false, error: describeFetchError(err) }));
-      if (!r.complete) return `Ollama still holds a model (${r.error ?? "unknown"})`;
+    const { llmTenant, imageTenant, comfy, settings } = this.#d;
+    if (llmTenant) {
+      const r = await handOver(llmTenant, { timeoutMs: settings.unloadTimeoutMs, pollMs: settings.unloadPollIntervalMs, callTimeoutMs: settings.probeTimeoutMs });
+      if (!r.released) return `${llmTenant.label} still holds a model (${r.error ?? "unknown"})`;
+    }
+    if (imageTenant && !comfy) {
+      const r = await handOver(imageTenant, { timeoutMs: settings.freeTimeoutMs, pollMs: settings.pollMs, callTimeoutMs: settings.probeTimeoutMs });
+      if (!r.released) return `${imageTenant.label} did not free its memory (${r.error ?? "unknown"})`;
     }
     if (comfy) {
       const deadline = performance.now() + settings.freeTimeoutMs;

@@ -17,6 +17,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   body?: unknown;
   method?: string;
+  /** Extra request headers (a tenant's cookie or token). */
+  headers?: Record<string, string>;
 }
 
 /** Join `path` to a base URL that may itself carry a path prefix. */
@@ -30,7 +32,7 @@ export async function callJson(base: URL, path: string, opts: CallOptions): Prom
   const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
   const method = opts.method ?? (opts.body === undefined ? "GET" : "POST");
   const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-  const headers = new Headers();
+  const headers = new Headers(opts.headers);
   if (body !== undefined) headers.set("content-type", "application/json");
   const auth = basicAuth(base);
   if (auth) headers.set("authorization", auth);

@@ -10,7 +10,6 @@ export function bareSteering(lock: GpuLock, model?: StatusModel, more: Partial<S
     llm: { cutAll: () => 0 },
     jobs: { active: () => [] },
     comfy: undefined,
-    ollama: undefined,
     settings: { maxTtlMs: 60_000, unloadTimeoutMs: 1000, unloadPollIntervalMs: 10, probeTimeoutMs: 100, freeTimeoutMs: 100, pollMs: 10 },
     log: { warn() {}, notice() {} },
     onLease: (e) => model?.onLease(e),

@@ -6,7 +6,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { buildConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
 import { createLogger, type RootLogger } from "../../src/observe/log.ts";
-import { startTurnstile, type Turnstile } from "../../src/turnstile.ts";
+import { startTurnstile, type Turnstile, type TurnstileOptions } from "../../src/turnstile.ts";
 
 /** Fast timings so a whole image job takes tens of milliseconds. Override per test. */
 export const FAST: Record<string, string> = {
@@ -44,7 +44,8 @@ export interface TestTurnstile extends Turnstile {
   close(): Promise<void>;
 }
 
-export function startTestTurnstile(env: Record<string, string>): TestTurnstile {
+/** `more`: further start options (a fake tenant's drivers). */
+export function startTestTurnstile(env: Record<string, string>, more: Partial<TurnstileOptions> = {}): TestTurnstile {
   const config = testConfig(env);
   const logLines: string[] = [];
   const log: RootLogger = createLogger({
@@ -52,7 +53,7 @@ export function startTestTurnstile(env: Record<string, string>): TestTurnstile {
     format: config.logFormat,
     stream: { write: (line: string) => logLines.push(line) },
   });
-  const t = startTurnstile({ config, log, version: "v0.0.0-test" });
+  const t = startTurnstile({ ...more, config, log, version: "v0.0.0-test" });
   return Object.assign(t, {
     config,
     logLines,

@@ -67,6 +67,10 @@ test(`COEXIST chaos: no moment over capacity, no unreported CPU spill (seed ${SE
     await res.text();
     await until(() => s.t.lock.snapshot().state === "idle", "a learning run's end", 15_000);
   }
+  // The chaos opens with the model loaded and a learned workflow: one admission at least, whatever
+  // the seed draws next (the assertion below would otherwise prove nothing on some seeds).
+  expect((await postJson(`${s.t.ollamaUrl}/api/embed`, { model: "nomic-embed-text", input: "a document" })).status).toBe(200);
+  ops.unshift({ kind: "image", width: 512, work: 2 * GB, seed: -2 });
   const statuses: string[] = [];
   let next = 0;
   const worker = async () => {
