@@ -3,6 +3,7 @@
  * logs and metrics wired to events. Everything the CLI, the demo and the tests start goes
  * through `startTurnstile`.
  */
+import { readFileSync } from "node:fs";
 import { hostname, networkInterfaces } from "node:os";
 import { redactUrl } from "./config/redact.ts";
 import { ComfyLiveSocket, comfyNews, type ComfyNews } from "./comfy/live-socket.ts";
@@ -17,8 +18,13 @@ import { Nudges } from "./jobs/nudge.ts";
 import { HeldPrompts } from "./jobs/held-prompts.ts";
 import { JobStarts } from "./jobs/job-starts.ts";
 import { GpuLock } from "./lock/index.ts";
+import { fairSetup, type Fair } from "./fair/setup.ts";
+import type { Identity, Seen } from "./fair/identity.ts";
+import { ClientQuota } from "./fair/quota.ts";
+import type { LlmQuota } from "./proxy/llm-quota.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
+import { createClassMetrics } from "./observe/class-metrics.ts";
 import { createTurnstileMetrics, type TurnstileMetrics, type Upstream } from "./observe/turnstile-metrics.ts";
 import { jobObserver, lockLogger, requestObserver, upstreamHealthLogger } from "./observe/wire.ts";
 import type { OllamaClient } from "./ollama/client.ts";
@@ -30,7 +36,7 @@ import type { RetryPolicy } from "./http/forward.ts";
 import { hostGuard, hostName, isIpLiteral, namesThisMachine, parseAllowedHosts } from "./proxy/host-guard.ts";
 import { IdleTicker } from "./http/idle-watch.ts";
 import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
-import { sweepIdleConnections } from "./proxy/idle-sweep.ts";
+import { idleSeconds } from "./proxy/client-idle.ts";
 import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
 import { startLlmDrainBound } from "./proxy/llm-drain.ts";
@@ -41,6 +47,7 @@ import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
 import { parseTrustedProxies } from "./status/auth.ts";
 import { statusRoutes } from "./status/routes.ts";
+import { placeInLine } from "./status/line.ts";
 import { Steering } from "./status/steer.ts";
 import { startAgent } from "./balance/agent.ts";
 import { HeldJobs } from "./balance/held-jobs.ts";
@@ -109,6 +116,7 @@ function withHealth(status: HealthBody["upstreams"], report: ProbeReport): Probe
 
 
 /** A listener that could not bind, said in one line that names its setting and address. */
+/** A start that cannot go on, said in one line (a listener that cannot bind, a bad CLIENTS_FILE). */
 export class BindError extends Error {
   override name = "BindError";
 }
@@ -177,13 +185,30 @@ function llmBodyWatch(ollama: OllamaClient, handoff: HandoffCheck): LlmBodyWatch
   };
 }
 
+/** FAIR_CLASSES and CLIENTS_FILE (issue 30); a bad one stops the start with one line. */
+function loadFair(config: Config): Fair {
+  let text: string | undefined;
+  if (config.clientsFile) {
+    try {
+      text = readFileSync(config.clientsFile, "utf8");
+    } catch (err) {
+      throw new BindError(`CLIENTS_FILE ${config.clientsFile}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  const r = fairSetup(config, text);
+  if (!r.ok) throw new BindError(r.message);
+  return r.fair;
+}
+
 /** Max number of 5xx replays of an idempotent request before the answer is passed back. */
 const MAX_5XX_RETRIES = 4;
 
 export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const { config, log } = opts;
+  const fair = loadFair(config);
   const lock = new GpuLock({
     imageSessionMaxMs: config.imageSessionMaxMs,
+    turnClasses: fair.classes,
     onListenerError: (err) => log.error("lock event listener failed", { err: err instanceof Error ? err : String(err) }),
   });
   const tracker = new JobTracker();
@@ -207,6 +232,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
   });
   lock.onEvent((e) => cardMetrics.onLock(e));
+  const classMetrics = createClassMetrics(metrics.registry, fair.classes.map((c) => c.name));
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
@@ -318,6 +344,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
       machineHost: steeringHost(config.allowedHosts),
+      // A place in line (issue 30): the lock's order, the busy answer's estimate per jobs ahead.
+      line: (seen) =>
+        placeInLine(lock.imageLine(), (ahead) => (fixedRetryAfter === "auto" ? estimator.retryAfterS(ahead) : fixedRetryAfter), seen && fair.identify(seen).client),
     }),
     llmTracker: status,
     inflater: new ZstdInflater(INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, {
@@ -352,9 +381,14 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
   const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
+  /** The prompt_id of each image job between its arrival and its end (held prompts' order, below). */
+  const promptOfJob = new Map<number, string>();
   const emitJob = withExtra(
     withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
+      classMetrics.onJob(e);
+      if (e.phase === "received") promptOfJob.set(e.jobId, e.promptId);
+      else if (e.phase === "released" || e.phase === "left") promptOfJob.delete(e.jobId);
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
       // ComfyUI refused an image job's attempt: the probes look again (suspectDown, below).
       if (e.phase === "retrying") suspectDown("comfy");
@@ -364,7 +398,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const nudges = new Nudges();
   // Prompts waiting for the GPU, shown in ComfyUI's /queue and removable from it (issue 27),
   // numbered after every job ComfyUI has had (its last one is read when first needed).
-  const heldPrompts = new HeldPrompts(comfy && (() => comfy.lastNumber()));
+  // Held prompts show in /queue in the lock's order (fair turns): its line names jobs by number.
+  const heldPrompts = new HeldPrompts(
+    comfy && (() => comfy.lastNumber()),
+    () => new Map(lock.imageLine().flatMap((e, i) => (e.tag !== undefined && promptOfJob.has(e.tag) ? [[promptOfJob.get(e.tag)!, i] as const] : []))),
+  );
   // ComfyUI's own word that its queue changed or a job ended wakes the followers (issue 27).
   const hear = (news: ComfyNews | undefined) => news && nudges.announce(news.kind === "queue" ? "all" : [news.promptId]);
   const live =
@@ -384,9 +422,44 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
     },
   });
-  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges, held: heldPrompts, starts: jobStarts });
+  // Issue 30: who each ComfyUI job is for (its fair turn, its quota).
+  const fairJobs = {
+    identify: (seen: Seen) => fair.identify(seen),
+    fairTurns: config.fairTurns,
+    quota: {
+      slots: new ClientQuota(),
+      limit: config.quotaImageJobs,
+      retryAfterS: () => common.busy.retryAfterS,
+      refused: (who: Identity) => {
+        classMetrics.onQuotaRefused(who.cls, "image");
+        log.info(`image job refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
+      },
+    },
+  };
+  const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges, held: heldPrompts, starts: jobStarts, fair: fairJobs });
   // COEXIST (jobs/coexist.ts): ComfyUI's jobs may keep one Ollama model beside them.
   const imageJob = side.imageJob && coexist ? { ...side.imageJob, coexist } : side.imageJob;
+
+  // Concurrent LLM requests per client (issue 30): never on the nested listener (part of an image job).
+  const llmSlots = new ClientQuota();
+  const llmQuota: LlmQuota | undefined = !(config.quotaLlmRequests > 0 || fair.llmQuotas) ? undefined : {
+    take: (req, clientIp) => {
+      const who = fair.identify({ authorization: req.headers.get("authorization"), address: clientIp });
+      const limit = who.llm ?? config.quotaLlmRequests;
+      const slot = llmSlots.take(who.client, limit);
+      if (slot) return slot;
+      classMetrics.onQuotaRefused(who.cls, "llm");
+      log.info(`LLM request refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
+      const retryAfterS = common.busy.retryAfterS;
+      return {
+        refused: {
+          type: "quota_exceeded",
+          message: `gpu-turnstile: client ${who.client} already has ${limit} LLM requests waiting or running (its quota); retry in ${retryAfterS} s`,
+          headers: { "retry-after": String(retryAfterS) },
+        },
+      };
+    },
+  };
 
   const allowedHosts = parseAllowedHosts(config.allowedHosts);
   // Said once per Host (and not without end: a rebinding page can make up names), so an operator
@@ -400,7 +473,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     return false;
   };
   const servers: { name: Listener; server: ReturnType<typeof startListener> }[] = [];
-  const sweeps: (() => void)[] = [];
   let agent: ReturnType<typeof startAgent> | undefined;
   const bound: BoundListener[] = [];
   const start = (name: Listener, key: string, listen: string, upstreamUrl: string, extra: Partial<ListenerAppDeps>) => {
@@ -411,10 +483,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Bun has no call that closes one request's connection; the shortest idle timeout does it, silently.
     let serving: { timeout(req: Request, seconds: number): void } | undefined;
     const cutClient = (req: Request) => serving?.timeout(req, 1);
+    // CLIENT_IDLE_TIMEOUT: set again just before each answer's last byte (proxy/client-idle.ts).
+    const clientIdleS = idleSeconds(config.clientIdleTimeoutMs);
+    const clientIdle = clientIdleS > 0 ? (req: Request) => serving?.timeout(req, clientIdleS) : undefined;
     // The nested listener's upstream is Ollama too: its health is Ollama's.
     const upstreamName: Upstream = name === "comfy" ? "comfy" : "ollama";
     const readyz = (classParam: string | null) => readyzAnswer(readyzDeps, classParam, upstreamName === "comfy" ? "image" : "llm");
-    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(upstreamName), cutClient, readyz }), pickedUp);
+    const app = heldUntil(createListenerApp({ ...common, ...extra, listener: name, upstream, hostAllowed, upstreamDown: () => probedDown.has(upstreamName), cutClient, clientIdle, readyz }), pickedUp);
     const server = bindOrSay(key, listen, () => startListener({
       name,
       hostname: addr.hostname,
@@ -422,6 +497,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       upstream,
       app,
       wsConnectTimeoutMs: config.probeTimeoutMs,
+      clientIdleS,
       observeWs:
         name === "comfy"
           ? (clientId, frame) => {
@@ -438,11 +514,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     }));
     serving = server;
     servers.push({ name, server });
-    sweeps.push(
-      sweepIdleConnections(server, server.activity, config.clientIdleTimeoutMs, (n) =>
-        log.info(`${name} listener closed ${n} client connection(s) idle for up to CLIENT_IDLE_TIMEOUT (${formatDuration(config.clientIdleTimeoutMs)})`, { closed: n }),
-      ),
-    );
     const host = addr.hostname ?? "127.0.0.1";
     const shown = host.includes(":") ? `[${host}]` : host;
     bound.push({ name, port: server.port!, url: `http://${shown}:${server.port}` });
@@ -458,7 +529,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
     const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored };
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, coexist: coexist && ((m) => coexist.serve(m)) });
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = tenants.image ? () => sessions.joinNested() : undefined;
       start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { ...llmSide, nested });
@@ -477,7 +548,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     for (const s of servers) s.server.stop(true);
     live?.stop();
     stopDrainBound();
-    for (const stop of sweeps) stop();
     throw err;
   }
 
@@ -553,7 +623,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       stopDrainBound();
       agent?.stop(true);
       hub.closeAll();
-      for (const stop of sweeps) stop();
       for (const job of tracker.active()) {
         if (job.promptId) log.warn("shutting down while an image job is tracked; a restart picks up what the card is doing", { prompt_id: job.promptId });
       }

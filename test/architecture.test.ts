@@ -19,6 +19,7 @@ const ROOMS = [
   "config",
   "version.ts",
   "runtime",
+  "fair",
   "lock",
   "upstream",
   "http",

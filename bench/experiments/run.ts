@@ -218,8 +218,10 @@ async function ab(): Promise<void> {
     const ng1 = await startNginx(nginx, join(OUT, "nginx1"), [{ name: "up", upstream }], { workers: 1, keepalive: 64 });
     subjects.push(["nginx (1 worker)", ng1.urls.up!, () => ng1.stop(), ng1.pid]);
   }
-  for (const [name, dir] of [["before", base], ["after", after]] as const) {
-    const t = await startTurnstileProc({ cmd: [BUN, join(dir, "src/main.ts")], cwd: dir, ollama: { name: "up", url: upstream }, dir: OUT, logFile: join(OUT, `turnstile-${name}.log`), presetFetchLimit: false });
+  // One turnstile per upstream (runtime/card-claim.ts): "after" gets an upstream host of its own.
+  const up2 = await startUpstreamHost(BUN, { ollama: { main: { loadMs: 0, unloadMs: 50, tokenDelayMs: 5, tokens: 20 } }, comfy: {}, shareGpu: [], noCallLog: ["ollama.main"] }, join(OUT, "upstreams-after.log"));
+  for (const [name, dir, url] of [["before", base, upstream], ["after", after, up2.urls["ollama.main"]!]] as const) {
+    const t = await startTurnstileProc({ cmd: [BUN, join(dir, "src/main.ts")], cwd: dir, ollama: { name: "up", url }, dir: OUT, logFile: join(OUT, `turnstile-${name}.log`), presetFetchLimit: false });
     subjects.push([`turnstile ${name}`, t.urls.up!, () => t.stop(), t.servingPid]);
   }
   const wrk = findWrk();
@@ -241,6 +243,7 @@ async function ab(): Promise<void> {
   }
   for (const [, , stop] of subjects) await stop();
   await up.stop();
+  await up2.stop();
 }
 
 /** Issue 22's comparison with any number of turnstiles: checkouts run from source, or compiled binaries. */

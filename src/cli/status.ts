@@ -8,6 +8,7 @@ import { parseListen } from "../config/listen.ts";
 import { redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import type { CardView, StatusDoc } from "../status/model.ts";
+import type { LineClient } from "../status/line.ts";
 import { withScheme } from "../config/schema.ts";
 import { processorOf } from "../status/card.ts";
 import { hostName, isLoopbackBind, parseAllowedHosts } from "../proxy/host-guard.ts";
@@ -62,8 +63,8 @@ export function table(header: readonly string[], rows: readonly (readonly string
 
 const UPSTREAM_NAMES: Record<string, string> = { ollama: "Ollama", comfy: "ComfyUI" };
 
-/** The document as a few lines for a terminal. */
-export function renderStatus(doc: StatusDoc): string {
+/** The document as a few lines for a terminal; `line`: the place in line of image jobs (issue 30). */
+export function renderStatus(doc: StatusDoc & { line?: LineClient[] }): string {
   const since = doc.now - Date.parse(doc.state_since);
   const lines = [`card: ${doc.card || NONE}   (gpu-turnstile ${doc.version})`, `GPU: ${doc.state} for ${dur(since)}`];
   const jobs = doc.image.jobs ?? [];
@@ -84,6 +85,10 @@ export function renderStatus(doc: StatusDoc): string {
   for (const w of doc.waiting ?? []) {
     const who = w.kind === "llm" ? `chat ${w.id}` : w.kind === "image" ? `image job ${w.id}` : `lease ${JSON.stringify(w.id)}`;
     lines.push(`waiting: ${who} ${w.reason}, for ${dur(doc.now - w.since)}, estimate ${w.retry_after_s}s${w.client ? `, from ${w.client}` : ""}`);
+  }
+  if (doc.line && doc.line.length > 0) {
+    lines.push("place in line (image jobs, by client):");
+    lines.push(...table(["client", "class", "job", "position", "estimate"], doc.line.flatMap((c) => c.jobs.map((j) => [c.client, c.class, String(j.job), String(j.position), `${j.estimate_s}s`]))));
   }
   if (doc.models) {
     if (doc.models.length === 0) lines.push(`ollama models: none (as /api/ps said ${dur(doc.now - doc.models_at!)} ago)`);

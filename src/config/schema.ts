@@ -26,7 +26,9 @@ function durationSchema(def: SettingDef): SettingSchema {
       }
     }),
     v.check((ms) => def.allowZero === true || ms > 0, "must be greater than 0"),
-    v.maxValue(MAX_TIMER_MS, `must be at most ${formatDuration(MAX_TIMER_MS)} (the longest timer the runtime supports)`),
+    def.max === undefined
+      ? v.maxValue(MAX_TIMER_MS, `must be at most ${formatDuration(MAX_TIMER_MS)} (the longest timer the runtime supports)`)
+      : v.maxValue(def.max, `must be at most ${formatDuration(def.max)}`),
   );
 }
 
@@ -176,7 +178,7 @@ export function quickParse(def: SettingDef, text: string): SettingValue | undefi
       } catch {
         return undefined;
       }
-      return (def.allowZero === true || ms > 0) && ms <= MAX_TIMER_MS ? ms : undefined;
+      return (def.allowZero === true || ms > 0) && ms <= (def.max ?? MAX_TIMER_MS) ? ms : undefined;
     }
     case "int": {
       if (def.auto && text.toLowerCase() === "auto") return "auto";

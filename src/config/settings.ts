@@ -34,7 +34,7 @@ export interface SettingDef {
   readonly kind: SettingKind;
   /** enum: allowed values (lowercase; input is matched case-insensitively) */
   readonly values?: readonly string[];
-  /** int: inclusive bounds */
+  /** int: inclusive bounds; duration: `max` is the longest value, in ms */
   readonly min?: number;
   readonly max?: number;
   /** int: the word "auto" is accepted too (the value is then the string "auto") */
@@ -175,6 +175,57 @@ export const SETTINGS: readonly SettingDef[] = [
     doc: "While LLM requests wait, how long an image session keeps admitting new image jobs (they queue in ComfyUI, the checkpoint stays loaded); 0 = one image job per GPU cycle.",
   },
   {
+    key: "FAIR_TURNS",
+    field: "fairTurns",
+    default: "true",
+    kind: "bool",
+    doc: "Waiting image jobs go in turns across clients (told apart by API key, else ComfyUI client_id, else address), and an image session holds one job per client at a time in ComfyUI, so one client's batch keeps another's single image waiting behind at most one of its jobs; false = first come, first served.",
+  },
+  {
+    key: "FAIR_CLASSES",
+    field: "fairClasses",
+    default: "interactive:4,normal:2,batch:1",
+    kind: "string",
+    pattern: /^(?=(?:.*,)?\s*normal:)\s*[a-z][a-z0-9_-]{0,31}:\d{1,3}(\s*,\s*[a-z][a-z0-9_-]{0,31}:\d{1,3})*\s*$/,
+    expected: "name:weight pairs, best first, including normal (e.g. interactive:4,normal:2,batch:1)",
+    doc: "Client classes for fair turns, best first, as name:weight (weight 1-100): while both wait, a class's clients get `weight` turns for each turn of a weight-1 client; must include normal, the class of every client CLIENTS_FILE does not name.",
+  },
+  {
+    key: "FAIR_CHATS_FIRST",
+    field: "fairChatsFirst",
+    default: "batch",
+    kind: "string",
+    pattern: /^\s*[a-z][a-z0-9_-]{0,31}(\s*,\s*[a-z][a-z0-9_-]{0,31})*\s*$/,
+    expected: "class names from FAIR_CLASSES, comma-separated (e.g. batch)",
+    doc: "Classes (from FAIR_CLASSES) whose image jobs give way to chats: while a chat waits, none of their jobs joins or opens an image session, so a chat waits at most for the one job each of their clients has in ComfyUI; a steady stream of chats can then hold them back.",
+  },
+  {
+    key: "QUOTA_IMAGE_JOBS",
+    field: "quotaImageJobs",
+    default: "0",
+    kind: "int",
+    min: 0,
+    max: 100_000,
+    doc: "Most image jobs one client may have waiting or running at once (a client's own images=N in CLIENTS_FILE wins); past it a new one is refused on arrival with 429 and Retry-After, never one already accepted; 0 = no limit.",
+  },
+  {
+    key: "QUOTA_LLM_REQUESTS",
+    field: "quotaLlmRequests",
+    default: "0",
+    kind: "int",
+    min: 0,
+    max: 100_000,
+    doc: "Most LLM requests one client may have waiting or running at once (a client's own llm=N in CLIENTS_FILE wins); past it a new one is refused on arrival with 429 and Retry-After in its API's shape; 0 = no limit.",
+  },
+  {
+    key: "CLIENTS_FILE",
+    field: "clientsFile",
+    default: "",
+    defaultDoc: "_(empty = none)_",
+    kind: "string",
+    doc: "A file naming clients, one a line: `name class key=<API key> client_id=<prefix> cidr=<range> images=<quota> llm=<quota>` (any of the first three, repeatable); empty = clients are named by a hash of their key or client_id, or by their address, all in class normal. Keys are kept only as hashes and never shown.",
+  },
+  {
     key: "LLM_WAIT_TIMEOUT",
     field: "llmWaitTimeoutMs",
     default: "10m",
@@ -203,7 +254,9 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "1m",
     kind: "duration",
     allowZero: true,
-    doc: "Client connections with no request in flight (kept alive between requests) are closed this often, so idle sockets cannot pile up; a request waiting for the GPU, a stream and a /ws relay are never cut; 0 = never.",
+    // Bun's idleTimeout counts whole seconds, at most 255 (proxy/client-idle.ts).
+    max: 255_000,
+    doc: "A client connection with no request in flight that sends nothing for this long is closed, also one stopped half-way through a request head (slowloris), so idle sockets cannot pile up; a request waiting for the GPU, a stream and a /ws relay are never cut. Counted in whole seconds (rounded up), at most 4m15s; Bun checks every 4 s, so a connection may stay up to 4 s longer; 0 = never.",
   },
   {
     key: "LLM_BUSY_MODE",

@@ -29,6 +29,16 @@ export interface Config {
   unloadTimeoutMs: number;
   jobTimeoutMs: number;
   imageSessionMaxMs: number;
+  /** Issue 30: fair turns across clients; FAIR_CLASSES as written; CLIENTS_FILE ("" = none). */
+  fairTurns: boolean;
+  fairClasses: string;
+  /** FAIR_CHATS_FIRST as written: class names. */
+  fairChatsFirst: string;
+  /** QUOTA_IMAGE_JOBS: 0 = no limit. */
+  quotaImageJobs: number;
+  /** QUOTA_LLM_REQUESTS: 0 = no limit. */
+  quotaLlmRequests: number;
+  clientsFile: string;
   llmWaitTimeoutMs: number;
   /** 0 = no limit */
   llmIdleTimeoutMs: number;

@@ -250,19 +250,21 @@ export function relayResponse(res: Response, body: ReadableStream<Uint8Array> | 
 
 /**
  * Run `done` once when the response's body has been handed to the client in full, has failed,
- * or the client went away (its `signal`), and return the response to send. A pooled upstream
+ * or the client went away (its `signal`), and return the response to send; `beforeEnd` just
+ * before the last byte of a body that ended in full. A pooled upstream
  * answer says so itself; any other body is watched through a JavaScript stream. `watch` (an LLM
  * exchange's idle watch) sees the bytes move and, when it fires, cuts the body.
  */
-export function whenBodyDone(res: Response, signal: AbortSignal, done: (end: BodyEnd) => void, watch?: IdleWatch): Response {
+export function whenBodyDone(res: Response, signal: AbortSignal, done: (end: BodyEnd) => void, watch?: IdleWatch, beforeEnd?: () => void): Response {
   // The pool dropped the hop-by-hop fields already (and reading `res.headers` would build a Headers object).
-  if (onPooledBodyEnd(res, done)) return res;
+  if (onPooledBodyEnd(res, done, beforeEnd)) return res;
   if (res.body === null) {
     done({ bytes: 0 });
+    beforeEnd?.();
     return relayResponse(res);
   }
   // Bun cancels the body when the client leaves; the signal is the second line of defence.
-  return relayResponse(res, onBodyDone(res.body, done, { activity: watch, signal: watch?.signalWith(signal) ?? signal }));
+  return relayResponse(res, onBodyDone(res.body, done, { activity: watch, signal: watch?.signalWith(signal) ?? signal, beforeEnd }));
 }
 
 export interface BodyWatch {
@@ -270,6 +272,8 @@ export interface BodyWatch {
   activity?: Activity;
   /** Cuts the body (towards the client too) when it aborts: the client left, or an idle watch fired. */
   signal?: AbortSignal;
+  /** Runs when the body ended in full, before its last byte is written (the listener's idle timer, client-idle.ts). */
+  beforeEnd?: () => void;
 }
 
 /**
@@ -334,6 +338,7 @@ export function onBodyDone(
           await c.flush();
         }
         finish();
+        opts.beforeEnd?.();
         c.close();
       } catch (err) {
         finish({ by: opts.signal?.aborted ? "signal" : "upstream", reason: describe(err) });

@@ -23,7 +23,7 @@ export type ImageJobEvent =
    */
   | { phase: "received"; jobId: number; promptId: string; minted: boolean; clientId?: string; client?: string }
   /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
-  | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean }
+  | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean; /** Its client's class (issue 30). */ cls?: string }
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
   | { phase: "unloaded"; jobId: number; models: string[]; durationMs: number; complete: boolean; error?: string; notRunning?: string }
   /** `answeredPromptId`: ComfyUI's answer named another id than the one sent (both are followed). */

@@ -36,8 +36,15 @@ export class HeldPrompts {
   #highest = -1;
   #learnt: Promise<void> | undefined;
 
-  /** `lastNumber`: the number of the job ComfyUI finished last (jobs sent before this process started). */
-  constructor(private readonly lastNumber?: () => Promise<number | undefined>) {}
+  /**
+   * `lastNumber`: the number of the job ComfyUI finished last (jobs sent before this process started).
+   * `places`: each held prompt's place in the lock's line (fair turns, issue 30), so /queue shows
+   * them in the order they will really be sent; none = arrival order.
+   */
+  constructor(
+    private readonly lastNumber?: () => Promise<number | undefined>,
+    private readonly places?: () => ReadonlyMap<string, number>,
+  ) {}
 
   /**
    * Reads ComfyUI's last number once, before the first /queue answer shows held prompts; a failed
@@ -82,7 +89,11 @@ export class HeldPrompts {
     this.sawNumber(top);
     let n = Math.floor(this.#highest) + 1;
     const out: string[] = [];
-    for (const [id, e] of this.#held) {
+    let held = [...this.#held];
+    const places = this.places?.();
+    // Those on their way to ComfyUI (no longer in the line) first, then the line's order.
+    if (places) held = held.map((h, i) => ({ h, at: places.get(h[0]) ?? i - held.length })).sort((a, b) => a.at - b.at).map((x) => x.h);
+    for (const [id, e] of held) {
       e.tail ??= itemTail(id, e.bytes, e.clientId);
       out.push(`[${n++}${e.tail}`);
     }

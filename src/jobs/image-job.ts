@@ -29,6 +29,8 @@ import type { SharedQueue } from "./queue-share.ts";
 import type { Coexistence } from "./coexist.ts";
 import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
+import type { Identity, Seen } from "../fair/identity.ts";
+import type { ClientQuota } from "../fair/quota.ts";
 import { workflowKeyOfBody } from "./workflow-key.ts";
 
 /** The part of the GPU lock an image job uses directly (the image side goes through `sessions`). */
@@ -71,6 +73,12 @@ export interface ImageJobDeps {
   held?: HeldPrompts;
   /** When jobs began running, kept under STATE_DIR for the jobs a restart picks up (job-starts.ts). */
   starts?: JobStarts;
+  /** Who a job is for (issue 30): for its quota, and its fair turns when `fairTurns`. */
+  identify?: (seen: Seen) => Identity;
+  /** FAIR_TURNS: the lock takes waiting jobs in turns across clients (else first come, first served). */
+  fairTurns?: boolean;
+  /** Image jobs per client (QUOTA_IMAGE_JOBS, or the client's own `images=`); absent = none. */
+  quota?: { readonly slots: ClientQuota; readonly limit: number; retryAfterS(): number; refused(who: Identity): void };
   /** COEXIST: a model may stay beside the session's jobs (coexist.ts); absent when off. */
   coexist?: Coexistence;
 }
@@ -88,6 +96,21 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const sentId = admission.body.promptId;
   const clientId = admission.body.clientId;
   const fresh = admission.fresh;
+  const who = deps.identify?.({ authorization: incoming.headers.get("authorization"), clientId, address: clientIp });
+  // A quota refuses on arrival, before anything is held: a job once accepted is never dropped.
+  const limit = who?.images ?? deps.quota?.limit ?? 0;
+  const slot = who && deps.quota?.slots.take(who.client, limit);
+  if (who && deps.quota && !slot) {
+    deps.promptIds.forget(sentId);
+    deps.quota.refused(who);
+    const retryAfterS = deps.quota.retryAfterS();
+    return errorResponse("comfy", {
+      status: 429,
+      type: "quota_exceeded",
+      message: `gpu-turnstile: client ${who.client} already has ${limit} image jobs waiting or running (its quota); retry in ${retryAfterS} s`,
+      headers: { "retry-after": String(retryAfterS) },
+    });
+  }
   const jobId = takeJobId();
   const { coexist } = deps;
   const workflow = coexist ? workflowKeyOfBody(admission.body.bytes) : undefined;
@@ -128,6 +151,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // A client that left before the GPU was ever granted leaves no trace.
   const release = async (outcome: JobOutcome): Promise<boolean> => {
     const gpuReleased = await giveBack();
+    slot?.release();
     if (!everHeld && !reported) {
       reported = true;
       emit({ phase: "left", jobId });
@@ -142,11 +166,11 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
   const acquire = async (): Promise<Hold> => {
     const prepare = coexist ? () => coexist.prepare(workflow, (keep) => unloadOllamaKeeping(jobId, deps, keep)) : () => unloadOllama(jobId, deps);
-    const l = await sessions.enter(clientSignal, prepare);
+    const l = await sessions.enter(clientSignal, prepare, deps.fairTurns && who ? { client: who.client, cls: who.cls, tag: jobId } : undefined);
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();
-    emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession });
+    emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession, cls: who?.cls });
     await l.ready();
     await coexist?.beforeJob(workflow, () => unloadOllama(jobId, deps));
     if (clientSignal.aborted) {

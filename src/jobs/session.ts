@@ -5,10 +5,12 @@
  * what a session owes the GPU around that: empty Ollama once, when a session opens (a joiner
  * waits until that is done), and free ComfyUI once, when the last job leaves.
  */
+import type { ImageClient } from "../lock/index.ts";
 
 /** The lock's image side, as a session uses it (GpuLock in production). */
 export interface SessionLock {
-  acquireImage(signal?: AbortSignal): Promise<SessionLease>;
+  /** `who`: the client the job is for (fair turns, issue 30); none = first come, first served. */
+  acquireImage(signal?: AbortSignal, who?: ImageClient): Promise<SessionLease>;
 }
 
 export interface SessionLease {
@@ -83,8 +85,8 @@ export class ImageSessions {
    * `prepare` (empty Ollama); every ticket's `ready()` resolves once that has finished, so no job
    * reaches ComfyUI before Ollama is empty.
    */
-  async enter(signal: AbortSignal, prepare: () => Promise<void>): Promise<SessionTicket> {
-    const lease = await this.lock.acquireImage(signal);
+  async enter(signal: AbortSignal, prepare: () => Promise<void>, who?: ImageClient): Promise<SessionTicket> {
+    const lease = await this.lock.acquireImage(signal, who);
     // Whichever of the session's jobs gets here first empties Ollama (normally the opener, whose
     // grant resolves first); the others wait for that.
     let session = this.#open.get(lease.sessionId);

@@ -1,4 +1,5 @@
-import type { GpuLockOptions, GpuState, ImageLease, Lease, LeaseKind, LockEvent, LockSnapshot } from "./types.ts";
+import { FairTurns } from "../fair/turns.ts";
+import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKind, LineEntry, LockEvent, LockSnapshot } from "./types.ts";
 
 /**
  * The two-mode, writer-preferring lock of the SPEC: "readers" are LLM requests (any number at
@@ -44,7 +45,21 @@ import type { GpuLockOptions, GpuState, ImageLease, Lease, LeaseKind, LockEvent,
  * GPU leases (`acquireLease`): the whole card for a program outside the turnstile. A lease queues
  * with the image jobs and is granted like one (no LLM in flight, no image session open), but it
  * opens no session and nothing joins it: while it is held no LLM slot and no image job is granted.
+ *
+ * Fair turns (issue 30): which waiting image job (or GPU lease) goes next is decided by FairTurns,
+ * not by call order: jobs that name a client take turns across clients and classes; those that
+ * name none are each a client of their own, so among themselves they keep call order. In a
+ * session a named client has at most one job at a time: its next waits (and keeps its turn) until
+ * that one leaves. So that a client's jobs one after another still make one session (one
+ * checkpoint load), the session's last member hands over to a waiter that may join instead of
+ * closing (`closeIfLast` grants that waiter in the same step and returns false). The FIFO rule
+ * between sessions and LLM requests is unchanged: it compares with the oldest image waiter. A job
+ * of a `chatsFirst` class (FAIR_CHATS_FIRST) joins no session while a chat waits: a batch client's
+ * session then ends after the job it has in ComfyUI, and the chat goes before its next.
  */
+/** The class of a waiter that names no client (a lease, a job picked up at start): FAIR_CLASSES' default. */
+const ANONYMOUS_CLASS = "normal";
+
 export class GpuLock {
   readonly #now: () => number;
   readonly #onListenerError: (error: unknown, event: LockEvent) => void;
@@ -57,7 +72,11 @@ export class GpuLock {
   #leased = false;
   /** The image session holding the GPU, if any. */
   #session: Session | undefined;
+  /** In call order (the oldest decides the LLM rules); who goes next is #turns' choice. */
   readonly #imageQueue: Waiter[] = [];
+  readonly #turns: FairTurns<Waiter>;
+  /** Classes whose image jobs join no session while a chat waits. */
+  readonly #chatsFirst: ReadonlySet<string>;
   readonly #llmQueue: Waiter[] = [];
   /** The state last announced; equal to #derive() between steps. */
   #state: GpuState = "idle";
@@ -73,6 +92,8 @@ export class GpuLock {
     this.#now = opts.now ?? (() => performance.now());
     this.#onListenerError = opts.onListenerError ?? (() => {});
     this.#sessionMaxMs = opts.imageSessionMaxMs ?? 0;
+    this.#turns = new FairTurns<Waiter>(opts.turnClasses ?? [{ name: "normal", weight: 1 }]);
+    this.#chatsFirst = new Set((opts.turnClasses ?? []).filter((c) => c.chatsFirst).map((c) => c.name));
   }
 
   get state(): GpuState {
@@ -87,6 +108,14 @@ export class GpuLock {
       imageWaiting: this.#imageQueue.length,
       llmWaiting: this.#llmQueue.length,
     };
+  }
+
+  /**
+   * The image jobs and leases waiting, in the order they will be taken if nobody joins (fair
+   * turns); a session's per-client limit can let a later one join first.
+   */
+  imageLine(): LineEntry[] {
+    return this.#turns.entries().map((w) => ({ kind: w.kind, client: w.named ? w.client : undefined, cls: w.cls, tag: w.tag }));
   }
 
   onEvent(listener: (e: LockEvent) => void): () => void {
@@ -117,13 +146,13 @@ export class GpuLock {
     return lease;
   }
 
-  acquireImage(signal?: AbortSignal): Promise<ImageLease> {
+  acquireImage(signal?: AbortSignal, who?: ImageClient): Promise<ImageLease> {
     const id = this.#nextId++;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const at = this.#now();
     // Queue first, then dispatch: an idle GPU or an open session grants at once, otherwise the
     // queue blocks new LLMs.
-    const promise = this.#enqueue(this.#imageQueue, "image", id, at, signal) as Promise<ImageLease>;
+    const promise = this.#enqueue(this.#imageQueue, "image", id, at, signal, who) as Promise<ImageLease>;
     this.#dispatch(at);
     this.#finish(at);
     return promise;
@@ -158,15 +187,47 @@ export class GpuLock {
     return this.#llmInflight > 0 ? "llm" : "idle";
   }
 
-  #enqueue(queue: Waiter[], kind: LeaseKind, id: number, calledAt: number, signal?: AbortSignal): Promise<Lease> {
+  #enqueue(queue: Waiter[], kind: LeaseKind, id: number, calledAt: number, signal?: AbortSignal, who?: ImageClient): Promise<Lease> {
     return new Promise<Lease>((resolve, reject) => {
-      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined };
+      // One that names no client is a client of its own (first come, first served among those).
+      const waiter: Waiter = { kind, id, calledAt, resolve, reject, signal, settled: false, onAbort: undefined, named: who !== undefined, client: who?.client ?? `#${id}`, cls: who?.cls ?? ANONYMOUS_CLASS, tag: who?.tag };
       if (signal) {
         waiter.onAbort = () => this.#abandon(waiter);
         signal.addEventListener("abort", waiter.onAbort, { once: true });
       }
       queue.push(waiter);
+      if (queue === this.#imageQueue) this.#turns.add(waiter);
     });
+  }
+
+  /** Takes a waiter out of the image queue: its turn (`served`, about to be granted) or gone. */
+  #unqueueImage(waiter: Waiter, served: boolean): void {
+    const i = this.#imageQueue.indexOf(waiter);
+    if (i >= 0) this.#imageQueue.splice(i, 1);
+    if (served) this.#turns.taken(waiter.id);
+    else this.#turns.remove(waiter.id);
+  }
+
+  /**
+   * The image waiter whose turn it is. In a session, only image jobs may join, and a named client
+   * only while it has no job in the session (`leaving`: a client whose job is about to leave).
+   */
+  #nextImage(session: Session | undefined, leaving?: string): Waiter | undefined {
+    const chatWaits = this.#llmQueue.length > 0;
+    if (!session) return this.#turns.peek((w) => !chatWaits || this.#blocks(w));
+    return this.#turns.peek(
+      (w) => w.kind === "image" && (!w.named || (session.clients.get(w.client) ?? 0) - (w.client === leaving ? 1 : 0) <= 0) && (!chatWaits || this.#blocks(w)),
+    );
+  }
+
+  /** Whether a waiter goes before chats that called after it (all but a `chatsFirst` class's images). */
+  #blocks(w: Waiter): boolean {
+    return w.kind !== "image" || !this.#chatsFirst.has(w.cls);
+  }
+
+  /** The oldest image waiter that chats queue behind (see #blocks). */
+  #oldestBlocking(): Waiter | undefined {
+    return this.#chatsFirst.size === 0 ? this.#imageQueue[0] : this.#imageQueue.find((w) => this.#blocks(w));
   }
 
   /** Grants everything that has become grantable. Idempotent between steps. */
@@ -176,7 +237,7 @@ export class GpuLock {
       if (this.#session || this.#leased) return;
       // No session: the waiting LLM requests go at once, except those behind an image job — with
       // sessions, those that called after it; without, all of them (image priority).
-      const head = this.#imageQueue[0];
+      const head = this.#oldestBlocking();
       const firstImage = head === undefined ? Infinity : this.#sessionMaxMs > 0 ? head.id : -Infinity;
       let n = 0;
       while (n < this.#llmQueue.length && this.#llmQueue[n]!.id < firstImage) n++;
@@ -189,21 +250,22 @@ export class GpuLock {
 
   #dispatchImages(at: number): void {
     for (;;) {
-      const head = this.#imageQueue[0];
       if (this.#leased) return;
       if (this.#session) {
-        if (head === undefined || !this.#joinable(at)) return;
-        this.#imageQueue.shift();
-        this.#grant(head, at);
+        const next = this.#nextImage(this.#session);
+        if (next === undefined || !this.#joinable(at)) return;
+        this.#unqueueImage(next, true);
+        this.#grant(next, at);
         continue;
       }
-      if (head === undefined) return;
+      const next = this.#nextImage(undefined);
+      if (next === undefined) return;
       if (this.#llmInflight > 0) return; // the image waits for in-flight LLM work to drain
-      // Sessions: LLM requests that called before this image job go first (FIFO between them).
-      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < head.id) return;
-      this.#imageQueue.shift();
-      if (this.#grant(head, at) && (this.#sessionMaxMs <= 0 || head.kind === "lease")) return;
-      // head had aborted without our listener having run yet, or it opened a session others may join.
+      // Sessions: LLM requests that called before the oldest image job go first (FIFO between them).
+      if (this.#sessionMaxMs > 0 && (this.#llmQueue[0]?.id ?? Infinity) < (this.#oldestBlocking() ?? next).id) return;
+      this.#unqueueImage(next, true);
+      if (this.#grant(next, at) && (this.#sessionMaxMs <= 0 || next.kind === "lease")) return;
+      // next had aborted without our listener having run yet, or it opened a session others may join.
     }
   }
 
@@ -217,14 +279,14 @@ export class GpuLock {
       waiter.reject(signal.reason);
       return false;
     }
-    waiter.resolve(this.#take(waiter.kind, waiter.id, waiter.calledAt, at));
+    waiter.resolve(this.#take(waiter.kind, waiter.id, waiter.calledAt, at, waiter.named ? waiter.client : undefined));
     return true;
   }
 
-  #take(kind: LeaseKind, id: number, calledAt: number, at: number): Lease {
+  #take(kind: LeaseKind, id: number, calledAt: number, at: number, client?: string): Lease {
     const waitedMs = at - calledAt;
     this.#grants.push({ type: "acquired", kind, waitedMs, id });
-    const release = () => this.#release(kind, id, at);
+    const release = () => this.#release(kind, id, at, client);
     if (kind === "llm") {
       this.#llmInflight++;
       return new GrantedLease(kind, waitedMs, id, release);
@@ -234,25 +296,53 @@ export class GpuLock {
       return new GrantedLease(kind, waitedMs, id, release);
     }
     const opens = this.#session === undefined;
-    const session = (this.#session ??= { id, startedAt: at, members: 0, closing: false });
+    const session = (this.#session ??= { id, startedAt: at, members: 0, closing: false, clients: new Map() });
     session.members++;
+    if (client !== undefined) session.clients.set(client, (session.clients.get(client) ?? 0) + 1);
     const lease = new GrantedLease(kind, waitedMs, id, release) as GrantedLease & ImageLease;
     return Object.assign(lease, {
       opensSession: opens,
       sessionId: session.id,
       closeIfLast: () => {
         if (lease.released || session.members !== 1) return false;
+        if (this.#handOver(session, client)) return false;
         session.closing = true;
         return true;
       },
     });
   }
 
-  #release(kind: LeaseKind, id: number, grantedAt: number): void {
+  /**
+   * The session's last member is leaving: grants the waiter whose turn it is and that may join,
+   * so the session (and ComfyUI's loaded checkpoint) goes on. True when one was granted.
+   */
+  #handOver(session: Session, leaving: string | undefined): boolean {
+    const at = this.#now();
+    let granted = false;
+    for (;;) {
+      if (session.closing || !this.#joinable(at)) break;
+      const next = this.#nextImage(session, leaving);
+      if (next === undefined) break;
+      this.#unqueueImage(next, true);
+      if ((granted = this.#grant(next, at))) break;
+    }
+    this.#finish(at);
+    return granted;
+  }
+
+  #release(kind: LeaseKind, id: number, grantedAt: number, client?: string): void {
     const at = this.#now();
     if (kind === "llm") this.#llmInflight--;
     else if (kind === "lease") this.#leased = false;
-    else if (--this.#session!.members === 0) this.#session = undefined;
+    else {
+      const session = this.#session!;
+      if (client !== undefined) {
+        const n = (session.clients.get(client) ?? 1) - 1;
+        if (n > 0) session.clients.set(client, n);
+        else session.clients.delete(client);
+      }
+      if (--session.members === 0) this.#session = undefined;
+    }
     this.#causes.push({ type: "released", kind, heldMs: at - grantedAt, id });
     this.#dispatch(at);
     this.#finish(at);
@@ -261,9 +351,10 @@ export class GpuLock {
   #abandon(waiter: Waiter): void {
     if (waiter.settled) return;
     waiter.settled = true;
-    const queue = waiter.kind === "llm" ? this.#llmQueue : this.#imageQueue;
-    const i = queue.indexOf(waiter);
-    if (i >= 0) queue.splice(i, 1);
+    if (waiter.kind === "llm") {
+      const i = this.#llmQueue.indexOf(waiter);
+      if (i >= 0) this.#llmQueue.splice(i, 1);
+    } else this.#unqueueImage(waiter, false);
     const at = this.#now();
     const reason = waiter.signal?.reason;
     this.#causes.push({ type: "abandoned", kind: waiter.kind, waitedMs: at - waiter.calledAt, reason, id: waiter.id });
@@ -320,6 +411,8 @@ interface Session {
   members: number;
   /** Closed by its last member: no one joins any more. */
   closing: boolean;
+  /** Named clients' jobs in it (fair turns: one each at a time). */
+  readonly clients: Map<string, number>;
 }
 
 interface Waiter {
@@ -332,6 +425,11 @@ interface Waiter {
   /** True once granted or abandoned; guards against a late abort listener call. */
   settled: boolean;
   onAbort: (() => void) | undefined;
+  /** Fair turns: whether the caller named a client (else `client` is unique to this waiter). */
+  readonly named: boolean;
+  readonly client: string;
+  readonly cls: string;
+  readonly tag: number | undefined;
 }
 
 class GrantedLease implements Lease {

@@ -1,3 +1,5 @@
+import type { TurnClass } from "../fair/turns.ts";
+
 /** What the GPU is doing right now. `lease`: lent whole to a program outside the turnstile. */
 export type GpuState = "idle" | "llm" | "image" | "lease";
 
@@ -47,7 +49,33 @@ export type LockEvent =
   /** A waiter whose signal aborted before it was granted. `id` is an addition to the brief's shape. */
   | { type: "abandoned"; kind: LeaseKind; waitedMs: number; reason: unknown; id: number };
 
+/** Who an image job is for (issue 30): its client's name and class, never a secret. */
+export interface ImageClient {
+  readonly client: string;
+  readonly cls: string;
+  /** The caller's own number for the waiter (the image job's), returned by imageLine(). */
+  readonly tag?: number;
+}
+
+/** A waiter for the whole card (image job or lease), in the order the lock will take them. */
+export interface LineEntry {
+  readonly kind: LeaseKind;
+  /** Undefined for one that named no client. */
+  readonly client: string | undefined;
+  readonly cls: string;
+  readonly tag: number | undefined;
+}
+
 export interface GpuLockOptions {
+  /**
+   * Fair turns (issue 30): the classes of image waiters, best first, with their weights. Waiting
+   * image jobs that name a client are taken in fair turns across clients (src/fair/turns.ts), and
+   * in an image session each client has at most one job in ComfyUI at a time, so another client's
+   * job joins behind at most that one. Jobs that name no client are taken first come, first
+   * served, as before, in the class "normal". A class marked `chatsFirst` joins no session while a chat waits.
+   * Default: one class, "normal".
+   */
+  turnClasses?: readonly TurnClass[];
   /**
    * IMAGE_SESSION_MAX: while LLM requests wait, how long an image session admits new image jobs.
    * 0 (default) = one image job per session.

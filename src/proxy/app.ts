@@ -20,6 +20,7 @@ import { IdleTimeoutError, type IdleReason, type IdleTicker, type IdleWatch } fr
 import { modelFieldWatcher } from "../ollama/model-field.ts";
 import { inflatesZstd, type NoGpuReason } from "../ollama/gpu-free.ts";
 import { ZstdInflater } from "../http/zstd-body.ts";
+import { releasingTracker, type LlmQuota } from "./llm-quota.ts";
 import { admitLLM, busyMessage, GpuBusyError, type BusyReason, type GateSettings, type LlmLock } from "./llm-gate.ts";
 import { QUEUE_VIEW_PATHS, withHeldJobs, type HeldQueue } from "../balance/comfy-queue.ts";
 import type { WorkClass } from "../tenants/types.ts";
@@ -110,6 +111,8 @@ export interface ListenerAppDeps {
   /** Answers everything under /turnstile/ (status API, event stream, page). */
   turnstile?: (req: Request, clientIp: string | undefined) => Response | Promise<Response>;
   llmTracker?: LlmTracker;
+  /** Concurrent LLM requests per client (QUOTA_LLM_REQUESTS, issue 30); absent = none. */
+  llmQuota?: LlmQuota;
   /** The inflate budget for zstd bodies, shared by the listeners (zstd-body.ts). */
   inflater?: ZstdInflater;
   /**
@@ -128,6 +131,8 @@ export interface ListenerAppDeps {
   upstreamDown?: () => boolean;
   /** Drops a client's connection without an error (the listener's server; see h1-pool.ts's cutClient). */
   cutClient?: (req: Request) => void;
+  /** Sets the client connection's idle timer (CLIENT_IDLE_TIMEOUT) again, just before an answer's last byte (client-idle.ts). */
+  clientIdle?: (req: Request) => void;
   /** Sees requests that pass through (the ComfyUI listener's cancel routes, comfy-cancels.ts). */
   watchPass?: (method: string, routedPath: string) => PassWatch | undefined;
   /** GET /readyz, given its `class` query parameter (balance/readyz.ts); absent: 404. */
@@ -213,7 +218,7 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
   const refused = (req: Request, cls: RequestClass, reply: ErrorReply, client?: string): Response => {
     const info: Info = { listener, method: req.method, path: requestPath(req.url), class: cls, client };
     observer.start(info);
-    return answered(errorResponse(dialectFor(listener, info.path), reply), req.signal, observer, info, performance.now());
+    return answered(errorResponse(dialectFor(listener, info.path), reply), req, deps, info, performance.now());
   };
 
   // Not async, nor is proxyPass: a pass-through request's promise is forward()'s, continued, with
@@ -225,7 +230,8 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     // After the door, not before: the Host rules guard these pages (DNS rebinding) like the proxy.
     if (deps.turnstile && isTurnstilePath(door.routed)) {
       counted(url.pathname);
-      return deps.turnstile(req, clientIp);
+      const page = deps.turnstile(req, clientIp);
+      return deps.clientIdle ? idleAfterPage(page, req, deps.clientIdle) : page;
     }
     const work = deps.classify?.(req.method, door.routed);
     const cls = work === undefined ? classify(listener, req.method, door.routed) : CLASS_OF[work];
@@ -234,14 +240,14 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
     observer.start(info);
     const failed = (err: unknown): Response => {
       const res = req.signal.aborted ? new Response(null, { status: CLIENT_CLOSED }) : internalError(deps, req, url.pathname, err);
-      return answered(res, req.signal, observer, info, t0);
+      return answered(res, req, deps, info, t0);
     };
     try {
       if (cls === "llm") return proxyLLM(req, url, door.routed, clientIp, deps, info, t0).catch(failed);
       const job = cls !== "image" ? undefined : work === "image-sync" ? deps.syncJob : deps.imageJob && ((r: Request, _u: RequestTarget, ip: string | undefined) => handleImageJob(r, ip, deps.imageJob!));
       if (job) {
-        if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, "comfy"), req.signal, observer, info, t0);
-        return job(req, url, clientIp).then((res) => answered(res, req.signal, observer, info, t0)).catch(failed);
+        if (deps.imageReady && req.headers.get(NO_WAIT_HEADER) === "0" && !deps.imageReady()) return answered(busyAnswer(deps, "comfy"), req, deps, info, t0);
+        return job(req, url, clientIp).then((res) => answered(res, req, deps, info, t0)).catch(failed);
       }
       const held = deps.heldImageJobs && req.method === "GET" && QUEUE_VIEW_PATHS.has(door.routed) ? deps.heldImageJobs : undefined;
       return proxyPass(req, url, clientIp, deps, info, t0, deps.watchPass?.(req.method, door.routed), held).catch(failed);
@@ -284,17 +290,21 @@ function internalError(deps: ListenerAppDeps, req: Request, path: string, err: u
 /**
  * The response to send, its request logged and counted when its body has ended (not when its
  * head left: a 5 s stream is logged as 5 s), and `hold` released then. Built outside the request's
- * scope, so an open stream keeps only what it needs alive, not the request.
+ * scope, so an open stream keeps only what it needs alive (the request itself only for the
+ * listener's timer calls, as cutClient does). The client connection's idle timer is set again
+ * just before the last byte (ListenerAppDeps.clientIdle).
  */
-function answered(res: Response, signal: AbortSignal, observer: RequestObserver, info: Info, t0: number, hold?: Hold, watch?: IdleWatch): Response {
+function answered(res: Response, req: Request, deps: Pick<ListenerAppDeps, "observer" | "clientIdle">, info: Info, t0: number, hold?: Hold, watch?: IdleWatch): Response {
   const status = res.status;
+  const { observer, clientIdle } = deps;
   const end = (e: BodyEnd) => {
     hold?.release();
     observer.end({ ...info, status, durationMs: performance.now() - t0, bytes: e.bytes, cut: e.cut });
   };
   const own = ownAnswerSize(res);
-  if (own === undefined) return whenBodyDone(res, signal, end, watch);
+  if (own === undefined) return whenBodyDone(res, req.signal, end, watch, clientIdle && (() => clientIdle(req)));
   end({ bytes: own });
+  clientIdle?.(req);
   return res;
 }
 
@@ -313,17 +323,17 @@ function proxyPass(req: Request, url: RequestTarget, clientIp: string | undefine
     onRetry: (n) => deps.observer.retry(deps.listener, { ...n, method: req.method, path: url.pathname }),
     onBody: pass && ((b) => pass.body(b)),
   }).then((result) => {
-    if (!result.ok) return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
+    if (!result.ok) return answered(unreachable(deps, req, url, result.reason), req, deps, info, t0);
     pass?.answered(result.response.status);
     // No async frame for the common pass-through (forward.ts says what one costs).
     if (held) {
       // A queue answer ComfyUI cut off: a 502 in its shape, not a request that never ends.
       return withHeldJobs(result.response, held()).then(
-        (res) => answered(res, req.signal, deps.observer, info, t0),
-        (err: unknown) => answered(unreachable(deps, req, url, err instanceof Error ? err.message : String(err)), req.signal, deps.observer, info, t0),
+        (res) => answered(res, req, deps, info, t0),
+        (err: unknown) => answered(unreachable(deps, req, url, err instanceof Error ? err.message : String(err)), req, deps, info, t0),
       );
     }
-    return answered(result.response, req.signal, deps.observer, info, t0, pass?.ended && { release: () => pass.ended!() });
+    return answered(result.response, req, deps, info, t0, pass?.ended && { release: () => pass.ended!() });
   });
 }
 
@@ -356,8 +366,11 @@ async function proxyLLM(
   t0: number,
 ): Promise<Response> {
   const dialect = dialectFor(deps.listener, url.pathname);
+  // A client at its quota is refused before anything is held; a slot ends with the request's entry.
+  const quota = deps.llmQuota?.take(req, clientIp);
+  if (quota && "refused" in quota) return answered(errorResponse(dialect, { status: 429, ...quota.refused }), req, deps, info, t0);
   const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
-  const tracker = deps.llmTracker;
+  const tracker = quota ? releasingTracker(deps.llmTracker, quota.release) : deps.llmTracker;
   const tracked = tracker?.start(url.pathname, clientIp);
   // The nested listener during an image job: the request is part of the job, it takes no LLM slot.
   let nested = deps.nested?.();
@@ -463,23 +476,23 @@ async function proxyLLM(
       nested.release();
       info.nested = undefined;
     }
-    if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req.signal, deps.observer, info, t0);
+    if (err instanceof IdleTimeoutError) return answered(idleAnswer(deps, dialect, err), req, deps, info, t0);
     if (err instanceof BodyRefused) {
       const type = err.status === 413 ? "request_too_large" : "invalid_request_error";
-      return answered(errorResponse(dialect, { status: err.status, type, message: `gpu-turnstile: ${err.message}` }), req.signal, deps.observer, info, t0);
+      return answered(errorResponse(dialect, { status: err.status, type, message: `gpu-turnstile: ${err.message}` }), req, deps, info, t0);
     }
     if (!(err instanceof GpuBusyError)) throw err;
     deps.observer.busy(err.reason);
-    return answered(busyAnswer(deps, dialect, err.reason), req.signal, deps.observer, info, t0);
+    return answered(busyAnswer(deps, dialect, err.reason), req, deps, info, t0);
   }
   info.model = model;
   if (!result.ok) {
     tracker?.end(tracked);
-    return answered(unreachable(deps, req, url, result.reason), req.signal, deps.observer, info, t0);
+    return answered(unreachable(deps, req, url, result.reason), req, deps, info, t0);
   }
   if (!info.noGpu) bodyWatch?.answered(result.response.status);
   if (watch) watch.stage = "response";
-  return answered(result.response, req.signal, deps.observer, info, t0, trackedHold(result.hold!, tracker, tracked), watch);
+  return answered(result.response, req, deps, info, t0, trackedHold(result.hold!, tracker, tracked), watch);
 }
 
 /**
@@ -503,6 +516,15 @@ async function readInflated(inflater: ZstdInflater, b: Uint8Array, signal: Abort
   } finally {
     r.release();
   }
+}
+
+/** A turnstile page sets the idle timer again as it goes out; /turnstile/events (a stream that ends by closing) leaves it lifted. */
+function idleAfterPage(page: Response | Promise<Response>, req: Request, clientIdle: (req: Request) => void): Response | Promise<Response> {
+  const set = (res: Response) => {
+    if (!res.headers.get("content-type")?.startsWith("text/event-stream")) clientIdle(req);
+    return res;
+  };
+  return page instanceof Promise ? page.then(set) : set(page);
 }
 
 function cutFor(deps: ListenerAppDeps, req: Request): (() => void) | undefined {

@@ -6,7 +6,6 @@ import type { Server } from "bun";
 import { INTERNAL_PATHS, type ListenerApp } from "./app.ts";
 import type { Listener } from "./classify.ts";
 import { requestPath } from "./front-door.ts";
-import type { Activity } from "./idle-sweep.ts";
 import { relayHandlers, upgradeAndRelay, type RelayData } from "./ws-relay.ts";
 
 export interface ListenerOptions {
@@ -21,18 +20,18 @@ export interface ListenerOptions {
   observeWs?: (clientId: string | null, frame: string) => void;
   /** A websocket client closed for not reading (ws-relay.ts WS_CLIENT_BACKLOG_BYTES). */
   onWsOverflow?: (r: { path: string; backlogBytes: number }) => void;
+  /** CLIENT_IDLE_TIMEOUT in whole seconds (client-idle.ts); 0 = never. */
+  clientIdleS: number;
 }
 
-/** A listener's server, and when its last request began (idle-sweep.ts waits for a quiet moment). */
-export type ListenerServer = Server<RelayData> & { activity: Activity };
-
-export function startListener(opts: ListenerOptions): ListenerServer {
-  const activity: Activity = { lastRequestAt: 0 };
-  const server = Bun.serve<RelayData>({
+export function startListener(opts: ListenerOptions): Server<RelayData> {
+  const idleS = opts.clientIdleS;
+  return Bun.serve<RelayData>({
     hostname: opts.hostname,
     port: opts.port,
-    // An LLM request may wait minutes for the GPU without a byte on the wire: never cut it off.
-    idleTimeout: 0,
+    // Closes a kept-alive connection silent this long, also one stopped inside a request head;
+    // each request lifts it while in flight and sets it again before its last byte (client-idle.ts).
+    idleTimeout: idleS,
     // Never Bun's development error page (stack traces to clients); our own errors are JSON.
     development: false,
     // One turnstile per port: with `development: false` Bun would otherwise set SO_REUSEPORT, and
@@ -43,17 +42,25 @@ export function startListener(opts: ListenerOptions): ListenerServer {
     // Not async: a proxied request's promise goes back to Bun as `proxy` made it, with no async
     // frame around it (forward.ts says what they cost).
     fetch(req, server) {
-      activity.lastRequestAt = performance.now();
+      // An LLM request may wait minutes for the GPU without a byte on the wire: never cut it off.
+      if (idleS > 0) server.timeout(req, 0);
       const clientIp = server.requestIP(req)?.address;
       if (req.headers.get("upgrade")?.toLowerCase() === "websocket") return websocket(opts, req, server, clientIp);
       // Proxied traffic skips Hono's routing and context: measured in bench/, that is 4-5 KiB
       // per open stream and a few µs per request, for a route table of one entry.
-      if ((req.method === "GET" || req.method === "HEAD") && INTERNAL_PATHS.has(requestPath(req.url))) return opts.app.internal(req, clientIp);
+      if ((req.method === "GET" || req.method === "HEAD") && INTERNAL_PATHS.has(requestPath(req.url))) {
+        const res = opts.app.internal(req, clientIp);
+        if (idleS === 0) return res;
+        // Answered whole: the connection's idle timer is set again before the answer goes out.
+        if (res instanceof Promise) return res.then((r) => (server.timeout(req, idleS), r));
+        server.timeout(req, idleS);
+        return res;
+      }
+      // The app sets the idle timer again before the answer's last byte (ListenerAppDeps.clientIdle).
       return opts.app.proxy(req, clientIp);
     },
     websocket: relayHandlers,
   });
-  return Object.assign(server, { activity });
 }
 
 /** A websocket upgrade: the front-door checks, then the relay to the upstream (ws-relay.ts). */
@@ -70,5 +77,6 @@ async function websocket(opts: ListenerOptions, req: Request, server: Server<Rel
   });
   opts.onWebsocket?.({ path, ok: r.ok, reason: r.ok ? undefined : r.reason });
   if (r.ok) return undefined;
+  if (opts.clientIdleS > 0) server.timeout(req, opts.clientIdleS);
   return new Response(`${r.reason}\n`, { status: r.status, headers: { "content-type": "text/plain; charset=utf-8" } });
 }

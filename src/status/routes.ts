@@ -5,7 +5,9 @@
 import { parseDuration } from "../config/duration.ts";
 import { readCapped } from "../http/read-capped.ts";
 import { hostName } from "../proxy/host-guard.ts";
+import type { Seen } from "../fair/identity.ts";
 import { authorise, clientBehindProxy, crossSiteRequest, forbidden } from "./auth.ts";
+import type { LineClient } from "./line.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
 import { LeaseRefused, type Steering } from "./steer.ts";
@@ -34,6 +36,11 @@ export interface StatusRoutesDeps {
   trustedProxies?: readonly string[];
   /** CARD_NAME, put in the page's title (before its script runs: a tab list tells the cards apart). */
   card?: string;
+  /**
+   * The image jobs waiting, by client, with their places (issue 30): every client's for someone who
+   * may steer (`seen` undefined), else only the caller's own — told by its key, `?client_id=` or address.
+   */
+  line?: (seen: Seen | undefined) => LineClient[];
 }
 
 /** The page with CARD_NAME in its title (before its script runs: a tab list tells the cards apart). */
@@ -79,7 +86,12 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
         );
       case "/turnstile/status": {
         const canSteer = trusted();
-        return Response.json({ ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined }, { headers: { "cache-control": "no-store" } });
+        const seen = canSteer ? undefined : { authorization: req.headers.get("authorization"), clientId: new URL(req.url).searchParams.get("client_id") ?? undefined, address: clientIp };
+        const line = deps.line?.(seen);
+        return Response.json(
+          { ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined, ...(line ? { line } : {}) },
+          { headers: { "cache-control": "no-store" } },
+        );
       }
       case "/turnstile/events":
         return deps.hub.connect(trusted(), req.signal);

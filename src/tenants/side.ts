@@ -43,6 +43,8 @@ export interface TenantSideDeps {
   held?: HeldPrompts;
   /** When ComfyUI's jobs began running, for a restart (jobs/job-starts.ts). */
   starts?: JobStarts;
+  /** Fair turns and quotas of ComfyUI's jobs (issue 30). */
+  fair?: Pick<ImageJobDeps, "identify" | "fairTurns" | "quota">;
 }
 
 export interface TenantSide {
@@ -126,6 +128,7 @@ function comfyJobs(comfy: ComfyClient, d: TenantSideDeps, releaseLlm: TenantSide
     nudges: d.nudges,
     held: d.held,
     starts: d.starts,
+    ...d.fair,
     settings: {
       probeTimeoutMs: c.probeTimeoutMs,
       jobTimeoutMs: c.jobTimeoutMs,

@@ -124,12 +124,15 @@ const handedOut = new WeakMap<Response, Exchange | number>();
  * Run `done` once when the body of `res` has been handed to the client in full, has failed, or
  * the client went away. False when `res` did not come from a pool (the caller must watch its body
  * itself). A response that came whole (collected, or without a body) is done at once.
+ * `beforeEnd` runs before the body's last byte is written to the client, when it ends in full.
  */
-export function onPooledBodyEnd(res: Response, done: (end: BodyEnd) => void): boolean {
+export function onPooledBodyEnd(res: Response, done: (end: BodyEnd) => void, beforeEnd?: () => void): boolean {
   const ex = handedOut.get(res);
   if (ex === undefined) return false;
-  if (typeof ex === "number") done({ bytes: ex });
-  else ex.whenDone(done);
+  if (typeof ex === "number") {
+    done({ bytes: ex });
+    beforeEnd?.();
+  } else ex.whenDone(done, beforeEnd);
   return true;
 }
 
@@ -411,6 +414,8 @@ class Exchange implements Stoppable {
   private error: Error | null = null;
   private endPull: (() => void) | null = null;
   private doneCallbacks: ((end: BodyEnd) => void) | null = null;
+  /** Runs before a body that ended in full is closed (closeBody): the client's last byte is not out yet. */
+  private beforeEnd: (() => void) | undefined;
   /** Body bytes handed to the client, and why the body ended early (if it did). */
   private bytesOut = 0;
   private cut: BodyEnd["cut"];
@@ -592,7 +597,8 @@ class Exchange implements Stoppable {
     this.finish(false);
   }
 
-  whenDone(cb: (end: BodyEnd) => void): void {
+  whenDone(cb: (end: BodyEnd) => void, beforeEnd?: () => void): void {
+    if (beforeEnd) this.beforeEnd = beforeEnd;
     if (this.over) return cb(this.bodyEnd());
     const prev = this.doneCallbacks;
     this.doneCallbacks = prev ? (e) => (prev(e), cb(e)) : cb;
@@ -642,7 +648,10 @@ class Exchange implements Stoppable {
     }
     try {
       if (this.error) ctl.close(this.error);
-      else ctl.close();
+      else {
+        this.beforeEnd?.();
+        ctl.close();
+      }
     } catch {
       // Already closed by Bun (the client left).
     }

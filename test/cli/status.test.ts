@@ -291,3 +291,18 @@ test("names a client chose (a waiting chat's model, a job's client_id) reach the
     expect(shown.match(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g)).toBeNull();
   }
 }, 15_000);
+
+test("the place in line (issue 30): a table of each client's waiting image jobs, position and estimate", () => {
+  const now = 2_000_000;
+  const line = [
+    { client: "bob", class: "interactive", jobs: [{ job: 7, position: 1, estimate_s: 4 }] },
+    { client: "alice", class: "batch", jobs: [{ job: 3, position: 2, estimate_s: 9 }] },
+  ];
+  const text = renderStatus({ ...idleDoc(now, { state: "image" }), line }).split("\n");
+  const at = text.indexOf("place in line (image jobs, by client):");
+  expect(at).toBeGreaterThan(0);
+  expect(text[at + 1]).toMatch(/^\s+client\s+class\s+job\s+position\s+estimate$/);
+  expect(text[at + 2]).toMatch(/^\s+bob\s+interactive\s+7\s+1\s+4s$/);
+  expect(text[at + 3]).toMatch(/^\s+alice\s+batch\s+3\s+2\s+9s$/);
+  expect(renderStatus(idleDoc(now))).not.toContain("place in line");
+});

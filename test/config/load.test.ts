@@ -244,6 +244,12 @@ describe("values", () => {
     );
   });
 
+  test("CLIENT_IDLE_TIMEOUT is refused past Bun's longest idle timer (255 s)", () => {
+    expect(cfg({ CLIENT_IDLE_TIMEOUT: "4m15s" }).clientIdleTimeoutMs).toBe(255_000);
+    const e = configError(() => cfg({ CLIENT_IDLE_TIMEOUT: "5m" }));
+    expect(e.message).toBe('config error: environment: CLIENT_IDLE_TIMEOUT: must be at most 4m15s, got "5m"');
+  });
+
   test("APP_VER and CFG_VER", () => {
     expect(cfg({ APP_VER: "v1.2.3", CFG_VER: "v1.0.0" })).toMatchObject({ appVer: "v1.2.3", cfgVer: "v1.0.0" });
     expect(cfg({ APP_VER: "dev" }).appVer).toBe("dev");
@@ -380,6 +386,12 @@ describe("describeConfig", () => {
       "UNLOAD_TIMEOUT=1m30s",
       "JOB_TIMEOUT=15m0s",
       "IMAGE_SESSION_MAX=5m0s",
+      "FAIR_TURNS=true",
+      "FAIR_CLASSES=interactive:4,normal:2,batch:1",
+      "FAIR_CHATS_FIRST=batch",
+      "QUOTA_IMAGE_JOBS=0",
+      "QUOTA_LLM_REQUESTS=0",
+      "CLIENTS_FILE=",
       "LLM_WAIT_TIMEOUT=10m0s",
       "LLM_DRAIN_TIMEOUT=5m0s",
       "LLM_IDLE_TIMEOUT=5m0s",

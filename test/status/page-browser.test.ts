@@ -114,7 +114,8 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats loading a model
   stack = await startStack({
     ollama: { tokenDelayMs: 100, tokens: 30, loadMs: 200, unloadMs: 100 },
     comfy: { jobMs: 2000, freeDelayMs: 50 },
-    env: { IMAGE_SESSION_MAX: "30s", HEALTH_INTERVAL: "1h", CARD_NAME: "desk-4090" },
+    // FAIR_TURNS=false: the session's three jobs from one client all sit in ComfyUI's queue.
+    env: { IMAGE_SESSION_MAX: "30s", HEALTH_INTERVAL: "1h", CARD_NAME: "desk-4090", FAIR_TURNS: "false" },
   });
   const { t, gpu } = stack;
   const marks: GpuEvent[] = [];

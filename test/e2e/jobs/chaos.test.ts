@@ -18,7 +18,7 @@
  * Reproduce a failure with CHAOS_SEED=<seed printed in the failure> (CHAOS_OPS to resize).
  */
 import { afterAll, afterEach, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SimGpu, startComfySim, startOllamaSim, type ComfySim, type OllamaSim } from "../../../src/sim/index.ts";
@@ -92,11 +92,22 @@ function fewSteps(p: Record<string, unknown>): void {
   (p["3"] as { inputs: { steps: number } }).inputs.steps = 2;
 }
 
-function request(op: Op, ollama: string, comfy: string): { url: string; init: RequestInit } {
-  const post = (url: string, body: unknown): { url: string; init: RequestInit } => ({
-    url,
-    init: { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) },
-  });
+/** Three clients of different classes (issue 30): each sends its key, and its ComfyUI client_id. */
+const CLIENTS = [
+  { name: "alice", cls: "interactive", key: "sk-chaos-alice-0123456789" },
+  { name: "bob", cls: "normal", key: "sk-chaos-bob-0123456789" },
+  { name: "night", cls: "batch", key: "sk-chaos-night-0123456789" },
+] as const;
+const CLIENTS_TEXT = CLIENTS.map((c) => `${c.name} ${c.cls} key=${c.key} client_id=${c.name}-`).join("\n");
+
+function request(op: Op, ollama: string, comfy: string, who?: (typeof CLIENTS)[number]): { url: string; init: RequestInit } {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (who) headers.authorization = `Bearer ${who.key}`;
+  const post = (url: string, body: unknown): { url: string; init: RequestInit } => {
+    let text = typeof body === "string" ? body : JSON.stringify(body);
+    if (who && url.startsWith(comfy)) text = JSON.stringify({ ...JSON.parse(text), client_id: `${who.name}-${op.promptId.slice(0, 8)}` });
+    return { url, init: { method: "POST", headers, body: text } };
+  };
   const messages = [{ role: "user", content: "why is the sky blue?" }];
   switch (op.kind) {
     case "chat":
@@ -110,7 +121,7 @@ function request(op: Op, ollama: string, comfy: string): { url: string; init: Re
     case "openai_sse":
       return post(`${ollama}/v1/chat/completions`, { model: op.model, messages, stream: true });
     case "tags":
-      return { url: `${ollama}/api/tags`, init: {} };
+      return { url: `${ollama}/api/tags`, init: { headers } };
     case "image":
       return post(`${comfy}/prompt`, promptBody(op.promptId, { sim_job_ms: op.jobMs }, fewSteps));
     case "image_fail":
@@ -123,8 +134,8 @@ function request(op: Op, ollama: string, comfy: string): { url: string; init: Re
   }
 }
 
-async function runOne(op: Op, ollama: string, comfy: string): Promise<OpResult> {
-  const { url, init } = request(op, ollama, comfy);
+async function runOne(op: Op, ollama: string, comfy: string, who?: (typeof CLIENTS)[number]): Promise<OpResult> {
+  const { url, init } = request(op, ollama, comfy, who);
   const ac = new AbortController();
   const timer = op.abortAfter === undefined ? undefined : setTimeout(() => ac.abort(), op.abortAfter);
   try {
@@ -139,11 +150,15 @@ async function runOne(op: Op, ollama: string, comfy: string): Promise<OpResult> 
   }
 }
 
-async function runWorkload(ops: Op[], ollama: string, comfy: string): Promise<OpResult[]> {
+/** `clients`: op i comes from CLIENTS[i % 3]; otherwise every op is anonymous (one address). */
+async function runWorkload(ops: Op[], ollama: string, comfy: string, clients = false): Promise<OpResult[]> {
   const results: OpResult[] = [];
   let next = 0;
   const worker = async () => {
-    while (next < ops.length) results.push(await runOne(ops[next++]!, ollama, comfy));
+    while (next < ops.length) {
+      const i = next++;
+      results.push(await runOne(ops[i]!, ollama, comfy, clients ? CLIENTS[i % CLIENTS.length] : undefined));
+    }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   return results;
@@ -173,24 +188,22 @@ async function withSeed(fn: () => Promise<void>): Promise<void> {
   }
 }
 
+const CHAOS_ENV = {
+  LOGLEVEL: "warn",
+  UNLOAD_POLL_INTERVAL: "2ms",
+  HISTORY_POLL_INTERVAL: "2ms",
+  FREE_POLL_INTERVAL: "2ms",
+  LLM_WAIT_TIMEOUT: "60s",
+  JOB_TIMEOUT: "20s",
+  UNLOAD_TIMEOUT: "10s",
+  FREE_TIMEOUT: "10s",
+  // Image sessions on (the default): image jobs join a running session.
+  IMAGE_SESSION_MAX: "5m",
+};
+
 test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded once, back to idle (seed ${SEED})`, async () => {
   await withSeed(async () => {
-    s = await startStack({
-      ollama: SIM_TIMINGS.ollama,
-      comfy: SIM_TIMINGS.comfy,
-      env: {
-        LOGLEVEL: "warn",
-        UNLOAD_POLL_INTERVAL: "2ms",
-        HISTORY_POLL_INTERVAL: "2ms",
-        FREE_POLL_INTERVAL: "2ms",
-        LLM_WAIT_TIMEOUT: "60s",
-        JOB_TIMEOUT: "20s",
-        UNLOAD_TIMEOUT: "10s",
-        FREE_TIMEOUT: "10s",
-        // Image sessions on (the default): image jobs join a running session.
-        IMAGE_SESSION_MAX: "5m",
-      },
-    });
+    s = await startStack({ ollama: SIM_TIMINGS.ollama, comfy: SIM_TIMINGS.comfy, env: CHAOS_ENV });
     const ops = plan(SEED, OPS);
     const bodies = abuseBodies();
     const work = runWorkload(ops, s.t.ollamaUrl, s.t.comfyUrl);
@@ -199,8 +212,6 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
     const results = await work;
     const abuseReport = await abused;
     await s.t.settled();
-    const comfy = s.comfy!;
-
     // The service kept answering: /healthz on time throughout, every zstd body answered as its kind asks.
     expect(abuseReport.healthzAsked).toBeGreaterThan(10);
     expect(abuseReport.worstHealthzMs).toBeLessThan(1000);
@@ -208,54 +219,77 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
     expect(abuseReport.zstd.filter((z) => z.status !== expected[z.kind])).toEqual([]);
     expect(abuseReport.zstd).toHaveLength(10);
 
-    // Nothing the turnstile did made a request fail: each op finished as its upstream meant it
-    // to, or was aborted by us.
-    const unexpected = results.filter((r) => {
-      if (r.aborted) return false;
-      if (r.error !== undefined) return true;
-      return r.status !== (r.op.kind === "image_400" ? 400 : 200);
-    });
-    expect(unexpected.map((r) => ({ kind: r.op.kind, status: r.status, error: r.error, body: r.body?.slice(0, 200) }))).toEqual([]);
-
-    // The invariant, on the shared ledger.
-    expect(s.gpu.overlaps()).toEqual([]);
-    expect(s.gpu.ledger.filter((h) => h.tenant === "comfy").length).toBeGreaterThan(10);
-    expect(s.gpu.ledger.filter((h) => h.tenant === "ollama").length).toBeGreaterThan(10);
-
-    // Every prompt reached ComfyUI at most once; every 200 the client saw is one of them.
-    const forwarded = comfy.calls.filter((c) => c.method === "POST" && /\/prompt$/.test(c.path)).map((c) => JSON.parse(c.bodyText).prompt_id as string);
-    expect(forwarded.length).toBe(new Set(forwarded).size);
-    const accepted = results.filter((r) => r.status === 200 && r.op.kind.startsWith("image"));
-    for (const r of accepted) expect(JSON.parse(r.body!).prompt_id).toBe(r.op.promptId);
-    const forwardedSet = new Set(forwarded);
-    expect(accepted.filter((r) => !forwardedSet.has(r.op.promptId)).map((r) => r.op.promptId)).toEqual([]);
-    expect(accepted.length).toBeGreaterThan(20);
-
-    // Back at rest, and every job that held the GPU reported exactly once.
-    expect(s.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
-    expect(s.t.tracker.active()).toEqual([]);
-    const jobs = comfy.jobs();
-    expect(jobs.filter((j) => j.state === "queued" || j.state === "running")).toEqual([]);
-    const counts = await jobCounts(s.t);
-    expect({ timeout: counts.timeout, lost: counts.lost, upstream_error: counts.upstream_error, no_prompt_id: counts.no_prompt_id }).toEqual({
-      timeout: 0,
-      lost: 0,
-      upstream_error: 0,
-      no_prompt_id: 0,
-    });
-    expect(counts.completed).toBe(jobs.filter((j) => j.state === "done").length);
-    expect(counts.failed).toBe(jobs.filter((j) => j.state === "error").length);
-    expect(counts.rejected).toBe(forwarded.length - jobs.length);
-    expect(total(counts)).toBe(forwarded.length + counts.client_gone);
-    const imageOps = results.filter((r) => r.op.kind.startsWith("image")).length;
-    expect(total(counts)).toBeLessThanOrEqual(imageOps);
-    // Sessions really happened: fewer sessions (and /free calls) than jobs ComfyUI ran.
-    const sessions = sampleValue(parseExposition(await (await fetch(`${s.t.comfyUrl}/metrics`)).text()), "gpu_turnstile_image_sessions_total", {})!;
-    expect(sessions).toBeGreaterThan(0);
-    expect(sessions).toBeLessThan(jobs.length);
-    expect(comfy.calls.filter((c) => c.path === "/free").length).toBe(sessions);
+    await checkChaos(s, results);
   });
 }, 30_000);
+
+test(`seeded chaos with three clients of different classes (CLIENTS_FILE, fair turns): the same guarantees (seed ${SEED})`, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "gt-chaos-clients-"));
+  try {
+    const file = join(dir, "clients");
+    writeFileSync(file, CLIENTS_TEXT);
+    await withSeed(async () => {
+      s = await startStack({ ollama: SIM_TIMINGS.ollama, comfy: SIM_TIMINGS.comfy, env: { ...CHAOS_ENV, CLIENTS_FILE: file } });
+      const ops = plan(SEED, OPS);
+      const results = await runWorkload(ops, s.t.ollamaUrl, s.t.comfyUrl, true);
+      await s.t.settled();
+      await checkChaos(s, results);
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);
+
+async function checkChaos(s: Stack, results: OpResult[]): Promise<void> {
+  const comfy = s.comfy!;
+
+  // Nothing the turnstile did made a request fail: each op finished as its upstream meant it
+  // to, or was aborted by us.
+  const unexpected = results.filter((r) => {
+    if (r.aborted) return false;
+    if (r.error !== undefined) return true;
+    return r.status !== (r.op.kind === "image_400" ? 400 : 200);
+  });
+  expect(unexpected.map((r) => ({ kind: r.op.kind, status: r.status, error: r.error, body: r.body?.slice(0, 200) }))).toEqual([]);
+
+  // The invariant, on the shared ledger.
+  expect(s.gpu.overlaps()).toEqual([]);
+  expect(s.gpu.ledger.filter((h) => h.tenant === "comfy").length).toBeGreaterThan(10);
+  expect(s.gpu.ledger.filter((h) => h.tenant === "ollama").length).toBeGreaterThan(10);
+
+  // Every prompt reached ComfyUI at most once; every 200 the client saw is one of them.
+  const forwarded = comfy.calls.filter((c) => c.method === "POST" && /\/prompt$/.test(c.path)).map((c) => JSON.parse(c.bodyText).prompt_id as string);
+  expect(forwarded.length).toBe(new Set(forwarded).size);
+  const accepted = results.filter((r) => r.status === 200 && r.op.kind.startsWith("image"));
+  for (const r of accepted) expect(JSON.parse(r.body!).prompt_id).toBe(r.op.promptId);
+  const forwardedSet = new Set(forwarded);
+  expect(accepted.filter((r) => !forwardedSet.has(r.op.promptId)).map((r) => r.op.promptId)).toEqual([]);
+  expect(accepted.length).toBeGreaterThan(20);
+
+  // Back at rest, and every job that held the GPU reported exactly once.
+  expect(s.t.health()).toMatchObject({ state: "idle", llm_inflight: 0, image_pending: false });
+  expect(s.t.tracker.active()).toEqual([]);
+  const jobs = comfy.jobs();
+  expect(jobs.filter((j) => j.state === "queued" || j.state === "running")).toEqual([]);
+  const counts = await jobCounts(s.t);
+  expect({ timeout: counts.timeout, lost: counts.lost, upstream_error: counts.upstream_error, no_prompt_id: counts.no_prompt_id }).toEqual({
+    timeout: 0,
+    lost: 0,
+    upstream_error: 0,
+    no_prompt_id: 0,
+  });
+  expect(counts.completed).toBe(jobs.filter((j) => j.state === "done").length);
+  expect(counts.failed).toBe(jobs.filter((j) => j.state === "error").length);
+  expect(counts.rejected).toBe(forwarded.length - jobs.length);
+  expect(total(counts)).toBe(forwarded.length + counts.client_gone);
+  const imageOps = results.filter((r) => r.op.kind.startsWith("image")).length;
+  expect(total(counts)).toBeLessThanOrEqual(imageOps);
+  // Sessions really happened: fewer sessions (and /free calls) than jobs ComfyUI ran.
+  const sessions = sampleValue(parseExposition(await (await fetch(`${s.t.comfyUrl}/metrics`)).text()), "gpu_turnstile_image_sessions_total", {})!;
+  expect(sessions).toBeGreaterThan(0);
+  expect(sessions).toBeLessThan(jobs.length);
+  expect(comfy.calls.filter((c) => c.path === "/free").length).toBe(sessions);
+}
 
 test(`the same workload straight at the simulators does overlap, so the check above can fail (seed ${SEED})`, async () => {
   await withSeed(async () => {

@@ -288,7 +288,8 @@ describe("a client ending its own job is seen at once (issue 19)", () => {
 
 describe("following many jobs on a ComfyUI without the jobs API", () => {
   test("one /queue read per poll serves every followed job", async () => {
-    s = await startStack({ comfy: { legacy: true, jobMs: 80 }, env: { HISTORY_POLL_INTERVAL: "20ms" } });
+    // FAIR_TURNS=false: one client's four jobs are all in ComfyUI, followed together.
+    s = await startStack({ comfy: { legacy: true, jobMs: 80 }, env: { HISTORY_POLL_INTERVAL: "20ms", FAIR_TURNS: "false" } });
     const ids = Array.from({ length: 4 }, () => newPromptId());
     const answers = await Promise.all(ids.map((id) => submit(s!.t, promptBody(id))));
     for (const a of answers) {

@@ -47,7 +47,9 @@ describe("a pending job removed through the turnstile ends cancelled (issue 27 p
     expect(a.status).toBe(200);
     await a.text();
     await waitFor(() => s!.comfy!.runningJob(), "the first job running");
-    const b = await submit(s.t, promptBody(pending));
+    // Another client (its own client_id): with fair turns a client's second job would wait at the
+    // lock until its first has ended; this one joins the session and is pending in ComfyUI.
+    const b = await submit(s.t, JSON.stringify({ ...JSON.parse(promptBody(pending)), client_id: "another-tab" }));
     expect(b.status).toBe(200);
     await b.text();
     // The follower's first look (a /queue read showing the job pending) happens as the answer

@@ -23,7 +23,8 @@ async function images(stack: Stack, n: number): Promise<void> {
 }
 
 test("reject mode: Retry-After is within 50 % of the real remaining busy time once a few jobs were seen", async () => {
-  s = await startStack({ env: { LLM_BUSY_MODE: "reject", HISTORY_POLL_INTERVAL: "20ms" } });
+  // One client's jobs all in ComfyUI at once (first come, first served): the queued-in-ComfyUI case.
+  s = await startStack({ env: { LLM_BUSY_MODE: "reject", HISTORY_POLL_INTERVAL: "20ms", FAIR_TURNS: "false" } });
   // Three jobs of known length, run back to back in one session, teach the average.
   await images(s, 3);
   await s.t.settled();

@@ -49,8 +49,10 @@ async function fourJobsDuringAChat(stack: Stack) {
 }
 
 describe("image sessions", () => {
-  test("4 image jobs posted during a chat all get their prompt_id within 1 s of the chat's end; one unload, one /free", async () => {
-    s = await startStack({ ollama: { tokenDelayMs: 30, tokens: 10 }, comfy: { jobMs: 150 } });
+  // One client's jobs (one address, no key, no client_id): with fair turns (the default) they go
+  // to ComfyUI one at a time (test/e2e/jobs/fair.test.ts); first come, first served, all at once.
+  test("FAIR_TURNS=false: 4 image jobs posted during a chat all get their prompt_id within 1 s of the chat's end; one unload, one /free", async () => {
+    s = await startStack({ ollama: { tokenDelayMs: 30, tokens: 10 }, comfy: { jobMs: 150 }, env: { FAIR_TURNS: "false" } });
     const { ids, answers, chatEnd } = await fourJobsDuringAChat(s);
     expect(answers.map((a) => [a.status, a.body.prompt_id])).toEqual(ids.map((id) => [200, id]));
     for (const a of answers) expect(a.at - chatEnd).toBeLessThan(1000);

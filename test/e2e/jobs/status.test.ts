@@ -73,9 +73,10 @@ test("status and events follow a chat, a waiting image, a waiting chat, a runnin
   expect(s.state).toBe("image");
   expect(s.image.running).toMatchObject({ prompt_id: p1, phase: "running" });
   expect(s.llm.waiting).toBe(1);
-  // The GPU is in an image session: a second image joins it at once and queues in ComfyUI.
+  // The GPU is in an image session: a second image (another client's: fair turns hold a client's
+  // second job until its first has ended) joins it at once and queues in ComfyUI.
   const p2 = newPromptId();
-  const job2 = submit(t, promptBody(p2));
+  const job2 = submit(t, JSON.stringify({ ...JSON.parse(promptBody(p2)), client_id: "second-tab" }));
   expect((await (await job2).json()).prompt_id).toBe(p2);
   s = await status(t.comfyUrl);
   expect(s.image.session?.jobs.map((j) => j.prompt_id)).toContain(p2);

@@ -1,0 +1,32 @@
+/** FAIR_CLASSES, FAIR_CHATS_FIRST and CLIENTS_FILE's text, checked together into what the lock and the jobs use. */
+import { parseClasses } from "./classes.ts";
+import { identify, parseClients, type Identity, type Seen } from "./identity.ts";
+import type { TurnClass } from "./turns.ts";
+
+const DEFAULT_CHATS_FIRST = "batch";
+
+export interface Fair {
+  readonly classes: readonly TurnClass[];
+  /** Some client of CLIENTS_FILE has its own LLM quota (`llm=N`). */
+  readonly llmQuotas: boolean;
+  identify(seen: Seen): Identity;
+}
+
+/** `clientsText`: CLIENTS_FILE's content (undefined = no file). An error names the setting and line. */
+export function fairSetup(
+  settings: { fairClasses: string; fairChatsFirst: string; clientsFile: string },
+  clientsText: string | undefined,
+): { ok: true; fair: Fair } | { ok: false; message: string } {
+  const { clientsFile } = settings;
+  const c = parseClasses(settings.fairClasses);
+  if (!c.ok) return { ok: false, message: `FAIR_CLASSES: ${c.message}` };
+  const chatsFirst = settings.fairChatsFirst.split(",").map((x) => x.trim()).filter(Boolean);
+  const unknown = chatsFirst.find((n) => !c.classes.some((k) => k.name === n));
+  // The default (batch) names a class a FAIR_CLASSES of one's own may not have: then it means none.
+  if (unknown && settings.fairChatsFirst.trim() !== DEFAULT_CHATS_FIRST) return { ok: false, message: `FAIR_CHATS_FIRST: "${unknown}" is not a class of FAIR_CLASSES (${c.classes.map((k) => k.name).join(", ")})` };
+  const classes = c.classes.map((k) => (chatsFirst.includes(k.name) ? { ...k, chatsFirst: true } : k));
+  const p = parseClients(clientsText ?? "", c.classes.map((k) => k.name));
+  if (!p.ok) return { ok: false, message: `CLIENTS_FILE ${clientsFile} line ${p.line}: ${p.message}` };
+  const rules = p.rules;
+  return { ok: true, fair: { classes, llmQuotas: rules.some((r) => (r.llm ?? 0) > 0), identify: (seen) => identify(seen, rules) } };
+}
