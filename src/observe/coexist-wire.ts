@@ -22,7 +22,7 @@ export function startCoexist(
   const { ollama, comfy, registry, log } = deps;
   if (!config.coexist) return undefined;
   if (!ollama || !comfy) {
-    log.warn("COEXIST is on but OLLAMA_URL or COMFY_URL is empty: there is no image job for a model to stay beside");
+    log.warn("COEXIST is on but needs both Ollama (OLLAMA_URL, LLM_KIND=ollama) and ComfyUI (COMFY_URL, IMAGE_KIND=comfyui); it stays off");
     return undefined;
   }
   const models = parseModelList(config.coexistModels);
