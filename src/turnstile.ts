@@ -61,6 +61,7 @@ import { pickTenants, type Tenants } from "./tenants/pick.ts";
 import { residentsReader, tenantSide } from "./tenants/side.ts";
 import { OllamaTenant } from "./tenants/ollama.ts";
 import { ComfyTenant } from "./tenants/comfyui.ts";
+import { coexistStatus, startCoexist } from "./observe/coexist-wire.ts";
 
 export interface TurnstileOptions {
   config: Config;
@@ -221,7 +222,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   lock.onEvent(lockLogger(log));
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
   const upstreamUrls = { ollama: config.ollamaUrl && redactUrl(config.ollamaUrl), comfy: config.comfyUrl && redactUrl(config.comfyUrl) };
-  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting() });
+  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting(), coexist: config.coexist ? () => coexistStatus(coexist) : undefined });
   lock.onEvent((e) => status.onLock(e));
   const cardMetrics = createCardMetrics(metrics.registry, {
     // Exact counts: the status lists are cut at MAX_LISTED.
@@ -242,6 +243,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const tenants = { ...pickTenants(config, (host) => namesThisMachine(host, hostname(), machineAddresses)), ...opts.tenants };
   const ollama = tenants.llm instanceof OllamaTenant ? tenants.llm.client : undefined;
   const comfy = tenants.image instanceof ComfyTenant ? tenants.image.client : undefined;
+  const coexist = startCoexist(config, { ollama, comfy, registry: metrics.registry, log });
   if (ollama) ollama.onPs = (models) => status.onModels(models);
   // What the LLM side holds, for the status page: Ollama's /api/ps (onPs hears it), another kind's resident().
   const readLlm = ollama ? () => ollama.look(config.probeTimeoutMs) : tenants.llm && residentsReader(tenants.llm, config.probeTimeoutMs, (m) => status.onModels(m));
@@ -435,7 +437,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     },
   };
   const side = tenantSide({ tenants, lock, config, sessions, tracker, emit: emitJob, retry, log, nudges, held: heldPrompts, starts: jobStarts, fair: fairJobs });
-  const imageJob = side.imageJob;
+  // COEXIST (jobs/coexist.ts): ComfyUI's jobs may keep one Ollama model beside them.
+  const imageJob = side.imageJob && coexist ? { ...side.imageJob, coexist } : side.imageJob;
 
   // Concurrent LLM requests per client (issue 30): never on the nested listener (part of an image job).
   const llmSlots = new ClientQuota();
@@ -526,7 +529,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
     const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored };
-    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota });
+    if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = tenants.image ? () => sessions.joinNested() : undefined;
       start("nested", "LISTEN_OLLAMA_NESTED", config.listenOllamaNested, config.ollamaUrl, { ...llmSide, nested });

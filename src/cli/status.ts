@@ -101,7 +101,7 @@ export function renderStatus(doc: StatusDoc & { line?: LineClient[] }): string {
       lines.push(...table(["model", "size", "processor", "until"], doc.models.map((m) => [m.name, gib(m.size), processorOf(m), until(m)])));
     }
   }
-  lines.push(...comfyMemoryLines(doc.comfy_memory));
+  lines.push(...comfyMemoryLines(doc.comfy_memory), ...coexistLines(doc.coexist));
   const upstreams = Object.entries(doc.upstreams);
   if (upstreams.length > 0) {
     const state = (u: (typeof upstreams)[number][1]) => (u.up === null ? "not probed yet" : u.up ? "up" : "down");
@@ -124,6 +124,16 @@ function comfyMemoryLines(mem: StatusDoc["comfy_memory"]): string[] {
   if (!mem) return [];
   if (mem.shared) return [`comfy memory: shared with the system (${mem.shared}: not measured)`];
   return [`comfy memory: ${gib(mem.used)} of ${gib(mem.total)} in use (torch ${gib(mem.torch_reserved)})`];
+}
+
+/** COEXIST on: the model staying beside the image session, and the last eject. */
+function coexistLines(c: StatusDoc["coexist"]): string[] {
+  if (!c) return [];
+  const peak = c.learned_peak_bytes === null ? "" : `, learned peak ${gib(c.learned_peak_bytes)}`;
+  const lines = [c.model ? `beside the image job: ${c.model}, headroom ${gib(c.headroom_bytes ?? 0)}${peak}` : `beside the image job: none${peak}`];
+  const e = c.last_eject;
+  if (e) lines.push(`last eject: ${e.model} ${dur(Date.now() - e.at)} ago: ${e.why}`);
+  return lines;
 }
 
 const clock = () => new Date().toISOString().slice(11, 19);

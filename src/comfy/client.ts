@@ -4,6 +4,7 @@
  * afterwards, so "freed" is decided by /system_stats, never by /free's answer.
  */
 import { callJson, isRecord, parseJson, UpstreamHttpError } from "../upstream/http.ts";
+import { cardFigures } from "./card-memory.ts";
 import { deviceMemory } from "./device-memory.ts";
 
 /** How ComfyUI says a job ended: an interrupted or cancelled one is `cancelled` (C8's mapping). */
@@ -190,17 +191,20 @@ export class ComfyClient {
    * `shared` names the device when its memory is the system's (R1): `torchReserved` is then 0,
    * as nothing of the card's is held.
    */
-  async systemStats(timeoutMs = this.callTimeoutMs): Promise<{ version: string; torchReserved: number; shared: string | undefined }> {
+  async systemStats(
+    timeoutMs = this.callTimeoutMs,
+  ): Promise<{ version: string; torchReserved: number; shared: string | undefined; totalBytes: number; freeBytes: number }> {
     const { status, text } = await callJson(this.base, "/system_stats", { timeoutMs });
     if (status !== 200) throw new UpstreamHttpError(status, text, "GET /system_stats");
     const body = parseJson(text);
     this.onStats?.(body);
     const system = isRecord(body) && isRecord(body.system) ? body.system : {};
     const { torchReserved, shared } = deviceMemory(body);
+    const { totalBytes, freeBytes } = cardFigures(body);
     if (shared !== this.#shared && (this.#shared !== null || shared !== undefined)) this.onSharedMemory?.(shared);
     this.#shared = shared;
     if (Array.isArray(system.argv)) this.corsEnabled = system.argv.some((a) => typeof a === "string" && a.startsWith("--enable-cors-header"));
-    return { version: String(system.comfyui_version ?? "unknown"), torchReserved, shared };
+    return { version: String(system.comfyui_version ?? "unknown"), torchReserved, shared, totalBytes, freeBytes };
   }
 
   /** What PyTorch holds on the card; 0 where ComfyUI's memory is the system's (nothing to wait for). */

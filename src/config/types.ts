@@ -49,6 +49,12 @@ export interface Config {
   /** "auto" = estimated per answer (jobs/busy-estimate.ts) */
   busyRetryAfterS: number | "auto";
   warmModel: string;
+  coexist: boolean;
+  /** COEXIST_MODELS as written; "" = none */
+  coexistModels: string;
+  /** COEXIST_MARGIN as written ("1GiB"); jobs/coexist-rule.ts parseSize reads it */
+  coexistMargin: string;
+  coexistPollIntervalMs: number;
   logLevel: LogLevel;
   logFormat: LogFormat;
   logFile: string;

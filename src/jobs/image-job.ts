@@ -26,10 +26,12 @@ import type { Nudges } from "./nudge.ts";
 import { admitPrompt } from "./prompt-admission.ts";
 import { comfyKnows, type PromptIds } from "./prompt-ids.ts";
 import type { SharedQueue } from "./queue-share.ts";
+import type { Coexistence } from "./coexist.ts";
 import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
 import type { Identity, Seen } from "../fair/identity.ts";
 import type { ClientQuota } from "../fair/quota.ts";
+import { workflowKeyOfBody } from "./workflow-key.ts";
 
 /** The part of the GPU lock an image job uses directly (the image side goes through `sessions`). */
 export interface ImageLock {
@@ -54,7 +56,8 @@ export interface ImageJobDeps {
   sessions: ImageSessions;
   comfy: ComfyClient;
   /** The LLM side's proven hand-over (tenants/hand-over.ts); absent when OLLAMA_URL is empty. Never throws. */
-  releaseLlm?: () => Promise<{ tried: string[]; released: boolean; durationMs: number; error?: string; notRunning?: string }>;
+  /** `keep`: a model COEXIST admitted to stay (Ollama's hand-over spares it). */
+  releaseLlm?: (keep?: string) => Promise<{ tried: string[]; released: boolean; durationMs: number; error?: string; notRunning?: string }>;
   /** WARM_MODEL's Ollama; absent when OLLAMA_URL is empty or another LLM_KIND. */
   ollama: OllamaClient | undefined;
   settings: ImageJobSettings;
@@ -76,6 +79,8 @@ export interface ImageJobDeps {
   fairTurns?: boolean;
   /** Image jobs per client (QUOTA_IMAGE_JOBS, or the client's own `images=`); absent = none. */
   quota?: { readonly slots: ClientQuota; readonly limit: number; retryAfterS(): number; refused(who: Identity): void };
+  /** COEXIST: a model may stay beside the session's jobs (coexist.ts); absent when off. */
+  coexist?: Coexistence;
 }
 
 let nextJobId = 1;
@@ -107,6 +112,8 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     });
   }
   const jobId = takeJobId();
+  const { coexist } = deps;
+  const workflow = coexist ? workflowKeyOfBody(admission.body.bytes) : undefined;
   emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
   // Until it is sent, the prompt shows in ComfyUI's /queue, and a client's delete there ends its
   // wait as the client's own leaving would (the GPU is given back, nothing reaches ComfyUI).
@@ -131,6 +138,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
     const l = lease;
     lease = undefined;
     left = l.leave(() => freeComfy(jobId, sentId, deps)).then((ended) => {
+      if (ended) coexist?.sessionEnded();
       heldMs = performance.now() - acquiredAt;
       return ended;
     });
@@ -157,12 +165,14 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // Taken before every attempt to reach ComfyUI. If ComfyUI is down the attempt fails, the GPU is
   // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
   const acquire = async (): Promise<Hold> => {
-    const l = await sessions.enter(clientSignal, () => unloadOllama(jobId, deps), deps.fairTurns && who ? { client: who.client, cls: who.cls, tag: jobId } : undefined);
+    const prepare = coexist ? () => coexist.prepare(workflow, (keep) => unloadOllamaKeeping(jobId, deps, keep)) : () => unloadOllama(jobId, deps);
+    const l = await sessions.enter(clientSignal, prepare, deps.fairTurns && who ? { client: who.client, cls: who.cls, tag: jobId } : undefined);
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();
     emit({ phase: "acquired", jobId, waitedMs: l.waitedMs, joined: !l.opensSession, cls: who?.cls });
     await l.ready();
+    await coexist?.beforeJob(workflow, () => unloadOllama(jobId, deps));
     if (clientSignal.aborted) {
       release(gone());
       throw clientSignal.reason;
@@ -282,6 +292,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
         if (ids.some((id) => deps.tracker.interrupted.delete(id))) outcome = "interrupted";
         for (const f of followed) f.done();
       }
+      coexist?.jobEnded(workflow, outcome === "completed" || outcome === "failed" ? outcome : "other");
       if (await release(outcome)) await warm(deps);
     });
   }
@@ -302,9 +313,15 @@ function deletedAnswer(promptId: string): Response {
 
 /** Empty the LLM side (Ollama's: ollama/unload.ts, through its driver). Never throws: a misbehaving neighbour must not fail the user's image request. */
 export async function unloadOllama(jobId: number, deps: ImageJobDeps): Promise<void> {
-  if (!deps.releaseLlm) return;
-  const r = await deps.releaseLlm();
+  await unloadOllamaKeeping(jobId, deps);
+}
+
+/** The same, sparing `keep` (a model COEXIST admitted to stay, Ollama only); the result says what was sent. */
+export async function unloadOllamaKeeping(jobId: number, deps: ImageJobDeps, keep?: string): Promise<{ tried: string[] } | undefined> {
+  if (!deps.releaseLlm) return undefined;
+  const r = await deps.releaseLlm(keep);
   deps.emit({ phase: "unloaded", jobId, models: r.tried, durationMs: r.durationMs, complete: r.released, error: r.error, notRunning: r.notRunning });
+  return r;
 }
 
 const OUTCOME_OF: Record<JobEnd, JobOutcome> = {

@@ -24,6 +24,11 @@ export interface UnloadSettings {
   pollMs: number;
   /** One /api/ps read; after it the list counts as unreadable. */
   psTimeoutMs: number;
+  /**
+   * A model admitted to stay beside the image job (COEXIST, jobs/coexist.ts): neither unloaded nor
+   * waited for. Only when /api/ps is read: an unreadable list is unloaded blind, this one included.
+   */
+  keep?: string;
 }
 
 export interface UnloadResult {
@@ -50,7 +55,7 @@ export async function emptyOllama(ollama: OllamaClient, s: UnloadSettings): Prom
     for (;;) {
       listed = undefined;
       try {
-        listed = (await ollama.ps(signal, s.psTimeoutMs)).map((m) => m.name);
+        listed = (await ollama.ps(signal, s.psTimeoutMs)).map((m) => m.name).filter((m) => m !== s.keep);
         psError = undefined;
       } catch (err) {
         if (signal.aborted) throw err;

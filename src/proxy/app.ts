@@ -124,6 +124,11 @@ export interface ListenerAppDeps {
   noGpu?: (path: string, body: Uint8Array, scanned: string | undefined) => NoGpuReason | undefined | Promise<NoGpuReason | undefined>;
   /** The nested listener: a slot in the image session running a job now, if there is one. */
   nested?: () => NestedSlot | undefined;
+  /**
+   * COEXIST: during an image session, a hold for a request to the model staying beside it (served
+   * at once, jobs/coexist.ts); undefined otherwise. The model is read from a buffered body.
+   */
+  coexist?: (model: string | undefined) => Hold | undefined;
   /** Whether the last health probe found this listener's upstream down (pass-through fails fast then). */
   upstreamDown?: () => boolean;
   /** Drops a client's connection without an error (the listener's server; see h1-pool.ts's cutClient). */
@@ -400,9 +405,11 @@ async function proxyLLM(
     }
     info.nested = slot ? true : undefined;
     if (slot && watch) slot.onCut((err) => watch.cut(err));
-    const hold = slot ?? (await admitSlot());
+    // COEXIST: the model staying beside the image session is served without the lock.
+    const beside = slot ? undefined : deps.coexist?.(model);
+    const hold = slot ?? beside ?? (await admitSlot());
     // Under the slot, so no image turn can begin while the LLM side wakes.
-    if (!slot) await deps.restored?.();
+    if (!slot && !beside) await deps.restored?.();
     return watch ? watch.arm(hold) : hold;
   };
   const bodyWatch = deps.watchLlmBody?.();

@@ -52,6 +52,14 @@ export interface WorkerOptions {
    * jobs, so the card is counted held only while a job runs.
    */
   sharedMemory?: boolean;
+  /**
+   * Working memory at the sampler's last step, above the checkpoint (issue 31): it grows with each
+   * step and is given back at the job's end (default 0: none). `extra_data.sim_work_bytes` sets it
+   * per prompt, so a test gives each workflow its curve, and a peak that grows from run to run.
+   * A step that would not fit on the card ends the job with torch.OutOfMemoryError, and the card's
+   * ledger records the moment it ran out.
+   */
+  workBytes?: number;
 }
 
 interface Job extends JobInfo {
@@ -80,6 +88,8 @@ export class ComfyWorker {
   private currentNode: string | undefined;
   private flags = new Map<string, PyValue>();
   private modelsHold: Hold | undefined;
+  /** The running job's working memory (WorkerOptions.workBytes), while it has any. */
+  private workHold: Hold | undefined;
   /** The checkpoint is loaded (on the card, or in RAM on a shared-memory device): no cold load. */
   private cached = false;
   private wake: (() => void) | undefined;
@@ -200,7 +210,7 @@ export class ComfyWorker {
   /** Torch's reserved memory: the cached models; part of it is free once no job is running. */
   torchMemory(): { total: number; free: number } {
     if (!this.modelsHold) return { total: 0, free: 0 };
-    const total = this.modelsHold.bytes;
+    const total = this.modelsHold.bytes + (this.workHold?.bytes ?? 0);
     // Activations go back to torch's cache when a job ends: reserved but unused.
     return { total, free: this.current ? 0 : Math.round(total * 0.21875) };
   }
@@ -213,7 +223,21 @@ export class ComfyWorker {
     this.releaseCard();
   }
 
+  /** The running job's working memory grows to `bytes`; false when the card has no room for it. */
+  private growWork(id: string, bytes: number): boolean {
+    this.workHold ??= this.gpu.acquire("comfy", `${id} working memory`, 0);
+    const room = this.gpu.vramTotal - this.gpu.vramUsed() + this.workHold.bytes;
+    this.gpu.resize(this.workHold, bytes);
+    return bytes <= room;
+  }
+
+  private dropWork(): void {
+    if (this.workHold) this.gpu.release(this.workHold);
+    this.workHold = undefined;
+  }
+
   private releaseCard(): void {
+    this.dropWork();
     if (this.modelsHold) this.gpu.release(this.modelsHold);
     this.modelsHold = undefined;
   }
@@ -324,6 +348,8 @@ export class ComfyWorker {
     const jobMs = simMs ?? this.opts.jobMs;
     const weights = order.map((n) => (isSampler(classOf(job.prompt, n)) ? SAMPLER_WEIGHT : 1));
     const totalWeight = weights.reduce((a, b) => a + b, 0) || 1;
+    const workPeak = Math.max(0, pyNumber(job.extraData.get("sim_work_bytes")) ?? this.opts.workBytes ?? 0);
+    let outOfMemory = false;
     const failAt = this.shouldFail(job) ? (order.find((n) => isSampler(classOf(job.prompt, n))) ?? order.at(-1)) : undefined;
 
     const progress = new Map<string, Map<string, PyLike>>();
@@ -367,6 +393,10 @@ export class ComfyWorker {
           finalMax = steps;
           for (let s = 1; s <= steps; s++) {
             await this.timers.sleep(nodeMs / steps, job.abort.signal);
+            if (workPeak > 0 && !this.growWork(id, Math.round((workPeak * s) / steps))) {
+              outOfMemory = true;
+              break;
+            }
             this.hub.send("progress", { value: s, max: steps, prompt_id: id, node }, clientId);
             progressState(node, s, steps, "running");
             if (this.opts.previewBytes > 0) this.hub.sendBinary(previewFrame(this.opts.previewBytes, s), clientId);
@@ -380,7 +410,7 @@ export class ComfyWorker {
         addMessage("execution_interrupted", { prompt_id: id, node_id: node, node_type: classType, executed: [...executed] }, true);
         break;
       }
-      if (node === failAt || nodeError !== undefined) {
+      if (node === failAt || outOfMemory || nodeError !== undefined) {
         outcome = "error";
         addMessage("execution_error", {
           prompt_id: id,
@@ -407,6 +437,7 @@ export class ComfyWorker {
       executed.push(node);
     }
     this.currentNode = undefined;
+    this.dropWork();
     if (outcome === "success") addMessage("execution_success", { prompt_id: id });
 
     // task_done: the history entry appears only now, then the queue status, then executing:null.

@@ -27,6 +27,11 @@ export interface ComfySimOptions {
   loadMs?: number;
   /** VRAM the checkpoint occupies from a job's start until /free (default 2.5 GiB). */
   modelBytes?: number;
+  /**
+   * Working memory a job's sampler grows to above the checkpoint, step by step (default 0: none);
+   * `extra_data.sim_work_bytes` sets it per prompt. One that does not fit fails the job (OOM).
+   */
+  workBytes?: number;
   /** Time between the worker acting on /free and the memory being back (default 100). */
   freeDelayMs?: number;
   /** /history never shows jobs: a ComfyUI that restarted and forgot them. */
@@ -148,6 +153,7 @@ export async function startComfySim(opts: ComfySimOptions = {}): Promise<ComfySi
       ollamaUrl: opts.ollamaUrl,
       fail: opts.failJobs,
       sharedMemory: (opts.device ?? "cuda") !== "cuda",
+      workBytes: opts.workBytes,
     });
     const route = comfyRoutes({ gpu, worker, files, hostname, port: () => port, legacy: opts.legacy ?? false, cors: !checkOrigin, device: opts.device });
 

@@ -14,7 +14,8 @@ export interface Hold {
   readonly tenant: Tenant;
   /** Model name (Ollama) or the prompt_id that loaded the models (ComfyUI). */
   readonly detail: string;
-  readonly bytes: number;
+  /** What it occupies now (a ComfyUI job's working memory changes through `resize`). */
+  bytes: number;
   readonly start: number;
   end: number | null;
   /**
@@ -125,6 +126,33 @@ export class SimGpu {
       this.emit({ kind: "overlap-start", at, tenant, detail, vramUsed: used, ...(hold.nested ? { nested: true } : {}) });
     }
     return hold;
+  }
+
+  /**
+   * Changes what an open hold occupies (issue 31): a ComfyUI job's working memory follows its
+   * workflow's curve. Growth past the card is recorded like an acquire's: the moment the card ran out.
+   */
+  resize(hold: Hold, bytes: number): void {
+    if (hold.end !== null || bytes === hold.bytes) return;
+    const grew = bytes > hold.bytes;
+    hold.bytes = bytes;
+    const used = this.vramUsed();
+    if (grew && used > this.vramTotal) {
+      const at = this.clock();
+      this.oversubscriptions.push({ at, tenant: hold.tenant, detail: hold.detail, usedBytes: used, totalBytes: this.vramTotal });
+      this.emit({ kind: "oversubscribed", at, tenant: hold.tenant, detail: hold.detail, vramUsed: used });
+    }
+  }
+
+  /**
+   * The card's invariant as a list of what broke it, empty when nothing did. Always: every moment
+   * the tenants' footprints summed past the card's capacity. Without co-residency (COEXIST off,
+   * the default) also today's rule: any overlap at all (see `overlaps`).
+   */
+  violations(opts: OverlapOptions & { coexist?: boolean } = {}): string[] {
+    const out = this.oversubscriptions.map((o) => `${o.at}: ${o.tenant} ${o.detail} brought the card to ${o.usedBytes} of ${o.totalBytes} bytes`);
+    if (!opts.coexist) for (const o of this.overlaps(opts)) out.push(`${o.from}-${o.to ?? "now"}: ollama ${o.ollama} overlapped comfy ${o.comfy}`);
+    return out;
   }
 
   /** Ends a hold; releasing twice is a no-op so shutdown paths can be blunt. */

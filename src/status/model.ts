@@ -126,7 +126,19 @@ export type StatusEvent =
   | { type: "card"; data: CardView };
 
 /** What the card holds as the upstreams last said: sent as `card` after every read of them. */
-export type CardView = Pick<StatusDoc, "models" | "models_at" | "comfy_memory">;
+export type CardView = Pick<StatusDoc, "models" | "models_at" | "comfy_memory" | "coexist">;
+
+/** COEXIST (SPEC "Co-residency"): the model staying beside the image session, and the last eject. */
+export interface CoexistStatus {
+  model: string | null;
+  /** Bytes above COEXIST_MARGIN at the running workflow's learned peak, with the model resident. */
+  headroom_bytes: number | null;
+  /** The running session's learned peak (its highest workflow), when learned. */
+  learned_peak_bytes: number | null;
+  /** ComfyUI's free memory at the last reading during the session. */
+  free_bytes: number | null;
+  last_eject: { at: number; model: string; why: string; free_bytes: number | null } | null;
+}
 
 /** LLM requests and session jobs listed in the status document and the `holders` event; the rest are counted. */
 export const MAX_LISTED = 100;
@@ -140,6 +152,8 @@ export interface StatusDoc {
   models_at: number | null;
   /** ComfyUI's memory as /system_stats last said (null until read), and when (epoch ms). */
   comfy_memory: (ComfyMemory & { at: number }) | null;
+  /** Only with COEXIST on. */
+  coexist?: CoexistStatus;
   /** Everyone waiting for the card, oldest first, each with its reason and estimate. */
   waiting: WaiterView[];
   /** Waiters left out of `waiting` (exact). */
@@ -202,6 +216,8 @@ export interface StatusModelOptions {
   retryAfterS?: () => number;
   /** Leases asked for and not yet granted, oldest first (status/steer.ts). */
   leaseQueue?: () => readonly { holder: string; by: string; since: number }[];
+  /** COEXIST on: what stays beside the image session (absent: off, and no `coexist` field). */
+  coexist?: () => CoexistStatus;
 }
 
 const HOUR_MS = 3_600_000;
@@ -224,6 +240,7 @@ export class StatusModel {
   readonly #recent: RecentImageJob[] = [];
   readonly #upstreams = new Map<UpstreamName, UpstreamView>();
   #lease: LeaseView | null = null;
+  readonly #coexist: (() => CoexistStatus) | undefined;
   readonly #retryAfterS: () => number;
   readonly #leaseQueue: () => readonly { holder: string; by: string; since: number }[];
   #models: ResidentModel[] | null = null;
@@ -239,6 +256,7 @@ export class StatusModel {
     this.#maxRecent = opts.maxRecent ?? 20;
     this.#retryAfterS = opts.retryAfterS ?? (() => 0);
     this.#leaseQueue = opts.leaseQueue ?? (() => []);
+    this.#coexist = opts.coexist;
     this.#spans = [{ state: "idle", from: this.#now() }];
     for (const u of opts.upstreams) this.#upstreams.set(u, withUrl({ up: null, version: null }, opts.upstreamUrls?.[u]));
   }
@@ -430,7 +448,12 @@ export class StatusModel {
 
   /** What the card holds (resident models, ComfyUI's memory), as last read. */
   card(): CardView {
-    return { models: this.#models && this.#models.map((m) => ({ ...m })), models_at: this.#modelsAt, comfy_memory: this.#comfyMemory && { ...this.#comfyMemory } };
+    return {
+      models: this.#models && this.#models.map((m) => ({ ...m })),
+      models_at: this.#modelsAt,
+      comfy_memory: this.#comfyMemory && { ...this.#comfyMemory },
+      ...(this.#coexist ? { coexist: this.#coexist() } : {}),
+    };
   }
 
   /** Epoch ms the first resident model's keep-alive ends, as the last /api/ps said; null when none does. */

@@ -84,6 +84,7 @@ export class OllamaTenant implements LlmTenant {
       pollMs: b.pollMs,
       // A hanging /api/ps is given up on with time left to unload blind and poll again.
       psTimeoutMs: Math.min(b.callTimeoutMs, b.timeoutMs / 2),
+      keep: b.keep,
     }).catch((err: unknown) => ({ tried: [], complete: false, error: describeFetchError(err), notRunning: undefined }));
     return { released: r.complete, tried: r.tried, error: r.error, notRunning: r.notRunning, durationMs: performance.now() - t0 };
   }

@@ -50,8 +50,8 @@ export interface TenantSideDeps {
 export interface TenantSide {
   classifyLlm?: (method: string, routedPath: string) => WorkClass;
   classifyImage?: (method: string, routedPath: string) => WorkClass;
-  /** Empties the LLM side, proven within UNLOAD_TIMEOUT. Never throws. */
-  releaseLlm?: () => Promise<Released>;
+  /** Empties the LLM side, proven within UNLOAD_TIMEOUT (`keep`: COEXIST's model, Ollama only). Never throws. */
+  releaseLlm?: (keep?: string) => Promise<Released>;
   syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
   /** undefined when the LLM side has nothing to restore or owes nothing now. */
   restored?: () => Promise<void> | undefined;
@@ -67,7 +67,7 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
   const { llm, image } = d.tenants;
   const c = d.config;
   const releaseLlm =
-    llm && (() => handOver(llm, { timeoutMs: c.unloadTimeoutMs, pollMs: c.unloadPollIntervalMs, callTimeoutMs: c.probeTimeoutMs }));
+    llm && ((keep?: string) => handOver(llm, { timeoutMs: c.unloadTimeoutMs, pollMs: c.unloadPollIntervalMs, callTimeoutMs: c.probeTimeoutMs, keep }));
   const side: TenantSide = {
     classifyLlm: llm && ((m, p) => llm.classify(m, p)),
     classifyImage: image && ((m, p) => image.classify(m, p)),

@@ -125,6 +125,8 @@ export interface HandOverBound {
   callTimeoutMs: number;
   /** The longest the drain (`busy` down to 0) may take before the release goes ahead; default `timeoutMs`. On the image side: JOB_TIMEOUT. */
   drainTimeoutMs?: number;
+  /** COEXIST (jobs/coexist.ts): a model admitted to stay; only Ollama's hand-over spares it. */
+  keep?: string;
 }
 
 /** The LLM side: Ollama, llama-server (router mode), llama-swap, LM Studio, vLLM. */
