@@ -408,8 +408,9 @@ async function proxyLLM(
     // COEXIST: the model staying beside the image session is served without the lock.
     const beside = slot ? undefined : deps.coexist?.(model);
     const hold = slot ?? beside ?? (await admitSlot());
-    // Under the slot, so no image turn can begin while the LLM side wakes.
-    if (!slot && !beside) await deps.restored?.();
+    // Under the slot, so no image turn can begin while the LLM side wakes. A nested request wakes it
+    // too (vLLM put to sleep for the session): the job asked for the LLM, beside itself.
+    if (!beside) await deps.restored?.();
     return watch ? watch.arm(hold) : hold;
   };
   const bodyWatch = deps.watchLlmBody?.();

@@ -245,13 +245,10 @@ test("LM Studio: its SDK's websocket namespaces (/llm, /embedding load and run m
   expect((await fetch(`${s.t.ollamaUrl}/system`, { headers: upgrade })).status).not.toBe(403);
 });
 
-// Probe 2, defect not fixed: with LLM_KIND=vllm, a nested LLM request (LISTEN_OLLAMA_NESTED: a
-// ComfyUI node that calls the LLM mid-job) reaches a vLLM the session's opening put to sleep, and
-// is never woken: proxy/app.ts skips `restored()` under a nested slot, so every such call gets
-// vLLM's 503 (ModelSleepingError) for the whole image turn. Waking it there puts the weights back
-// during the job, which is what the nested listener is the operator's choice for; or the README
-// should say that the nested listener cannot work with vLLM.
-test.skip("vLLM: a nested LLM request during an image job is answered (vLLM woken under the job's slot), not refused as asleep", async () => {
+// Probe 2: with LLM_KIND=vllm, a nested LLM request (LISTEN_OLLAMA_NESTED: a ComfyUI node that
+// calls the LLM mid-job) reached a vLLM the session's opening had put to sleep and was never woken
+// (proxy/app.ts skipped `restored()` under a nested slot): vLLM's 503 for the whole image turn.
+test("vLLM: a nested LLM request during an image job is answered (vLLM woken under the job's slot), not refused as asleep", async () => {
   const c = LLM_KIND_CASES[3] as LlmKindCase;
   const s = (stack = await startKind(c, {}, { LISTEN_OLLAMA_NESTED: "127.0.0.1:0" }));
   const id = newPromptId();
