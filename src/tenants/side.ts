@@ -98,6 +98,15 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
   if (c.warmModel && (side.otherKinds.ollama || side.otherKinds.comfy)) {
     d.log.warn(`WARM_MODEL=${c.warmModel} is ignored: it warms Ollama after ComfyUI's jobs, and this turnstile runs ${llm?.label ?? "no LLM side"} with ${image?.label ?? "no image side"}`);
   }
+  // A credential for a kind that is not in use: said once (never its value) rather than silently ignored.
+  const credentials = [
+    ["LMSTUDIO_TOKEN", c.lmstudioToken, c.llmKind === "lmstudio"],
+    ["SWARMUI_SESSION", c.swarmuiSession, c.imageKind === "swarmui"],
+    ["SWARMUI_TOKEN", c.swarmuiToken, c.imageKind === "swarmui"],
+  ] as const;
+  for (const [key, value, used] of credentials) {
+    if (value && !used) d.log.warn(`${key} is set but ignored: it is for ${key.startsWith("LMSTUDIO") ? "LLM_KIND=lmstudio" : "IMAGE_KIND=swarmui"}, and this turnstile runs LLM_KIND=${c.llmKind}, IMAGE_KIND=${c.imageKind}`);
+  }
   if (llm?.restore) {
     const label = llm.label;
     const gate = new RestoreGate((o) => llm.restore!(o), c.unloadTimeoutMs, (r) => {

@@ -254,6 +254,15 @@ test("WARM_MODEL with another kind is said to be ignored, not silently dropped",
   expect(tt.logLines.join("\n")).toContain("WARM_MODEL=llama3.2 is ignored: it warms Ollama after ComfyUI's jobs, and this turnstile runs FakeLLM with FakeImage");
 });
 
+test("a credential for a kind not in use is said to be ignored, without its value", async () => {
+  const tt = start({ SWARMUI_TOKEN: "s3cret-swarm", LMSTUDIO_TOKEN: "s3cret-lms" });
+  await tt.probed;
+  const log = tt.logLines.join("\n");
+  expect(log).toContain("SWARMUI_TOKEN is set but ignored: it is for IMAGE_KIND=swarmui, and this turnstile runs LLM_KIND=ollama, IMAGE_KIND=comfyui");
+  expect(log).toContain("LMSTUDIO_TOKEN is set but ignored: it is for LLM_KIND=lmstudio");
+  expect(log).not.toContain("s3cret");
+});
+
 test("the status shows what another LLM kind holds, from its resident()", async () => {
   // Loaded before the turnstile starts (a client that went to the server directly).
   await fetch(`${fakes.llm.url}/v1/chat/completions`, { method: "POST", body: "{}" });
