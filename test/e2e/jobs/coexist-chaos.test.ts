@@ -19,7 +19,8 @@ import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { chat, newPromptId, postJson, promptBody, type Stack, startStack, submit, until, warnLines } from "./helpers.ts";
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 2 ** 31));
-const OPS = 32;
+// Enough image jobs for every workflow to reach its third run on most seeds; each costs 2 s of suite time.
+const OPS = 20;
 const CONCURRENCY = 4;
 const GB = 1_000_000_000;
 /** What each model occupies wholly in VRAM (the simulator's figures). */
