@@ -97,8 +97,9 @@ export class EventHub {
   connect(withClients: boolean, signal: AbortSignal, line?: () => LineClient[]): Response {
     const client = new Client(withClients, line);
     const snapshot = this.#model.snapshot(withClients);
-    if (line) client.lastLine = JSON.stringify(line());
-    client.push(sse("status", line ? `${JSON.stringify(snapshot).slice(0, -1)},"line":${client.lastLine}}` : JSON.stringify(snapshot)));
+    const place = line?.();
+    client.lastLine = JSON.stringify(place) ?? "";
+    client.push(sse("status", JSON.stringify(place ? { ...snapshot, line: place } : snapshot)));
     client.lastHolders = JSON.stringify(this.#model.holders(withClients));
     this.#add(client);
     signal.addEventListener("abort", () => this.#remove(client), { once: true });
