@@ -442,9 +442,11 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
 
   // Concurrent LLM requests per client (issue 30): never on the nested listener (part of an image job).
   const llmSlots = new ClientQuota();
+  // An LLM request's client: its key, else its address (no client_id on the LLM side).
+  const llmClient = (req: Request, clientIp: string | undefined) => fair.identify({ authorization: req.headers.get("authorization"), address: clientIp });
   const llmQuota: LlmQuota | undefined = !(config.quotaLlmRequests > 0 || fair.llmQuotas) ? undefined : {
     take: (req, clientIp) => {
-      const who = fair.identify({ authorization: req.headers.get("authorization"), address: clientIp });
+      const who = llmClient(req, clientIp);
       const limit = who.llm ?? config.quotaLlmRequests;
       const slot = llmSlots.take(who.client, limit);
       if (slot) return slot;
@@ -528,7 +530,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     // Only an image job reads the model memory: without ComfyUI, LLM bodies are not scanned.
     const watchLlmBody = ollama && comfy && handoff ? () => llmBodyWatch(ollama, handoff) : undefined;
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
-    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored };
+    // LLM waits by class (issue 30), the client told as for the LLM quota.
+    const llmWaited = (req: Request, clientIp: string | undefined, waitedMs: number) => classMetrics.onLlmWait(llmClient(req, clientIp).cls, waitedMs);
+    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored, llmWaited };
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = tenants.image ? () => sessions.joinNested() : undefined;

@@ -150,6 +150,13 @@ function modelsLine(models: StatusDoc["models"]): string {
   return `ollama models: ${models.length ? models.map((m) => `${m.name} (${processorOf(m)})`).join(", ") : "none"}`;
 }
 
+/** The place in line in one line (issue 30), each client's waiting jobs with position and estimate; undefined from a turnstile without it. */
+function placeLine(line: LineClient[] | undefined): string | undefined {
+  if (!line) return undefined;
+  const clients = line.map((c) => `${c.client} (${c.class}): ${c.jobs.map((j) => `job ${j.job} #${j.position} ~${j.estimate_s}s`).join(", ")}`);
+  return `place in line: ${clients.length ? clients.join("; ") : "none"}`;
+}
+
 /** One line per event while watching. */
 function renderEvent(event: string, data: any): string | undefined {
   const t = clock();
@@ -242,6 +249,8 @@ async function watch(base: string, headers: Record<string, string>, opts: Status
   let connections = 0;
   let lastHolders = "";
   let lastModels = "";
+  // The place in line moves at the hub's tick: a line each time it did (its estimate ages too).
+  let lastPlace: string | undefined;
   const end = await followEvents({
     url: `${base}/turnstile/events`,
     headers,
@@ -253,7 +262,16 @@ async function watch(base: string, headers: Record<string, string>, opts: Status
         const doc = data as StatusDoc;
         lastHolders = holdersLine(doc);
         lastModels = modelsLine(doc.models);
-        return out(connections === 1 ? renderStatus(doc) : `${clock()} back: GPU ${doc.state}; ${lastHolders}\n`);
+        const place = placeLine((doc as StatusDoc & { line?: LineClient[] }).line);
+        const moved = connections > 1 && place !== undefined && place !== lastPlace;
+        lastPlace = place;
+        return out(connections === 1 ? renderStatus(doc) : `${clock()} back: GPU ${doc.state}; ${lastHolders}\n${moved ? `${clock()} ${place}\n` : ""}`);
+      }
+      if (event === "line") {
+        const place = placeLine((data as { line: LineClient[] }).line);
+        if (place === undefined || place === lastPlace) return;
+        lastPlace = place;
+        return out(`${clock()} ${place}\n`);
       }
       if (event === "holders") {
         const line = holdersLine(data);

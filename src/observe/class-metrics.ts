@@ -1,7 +1,8 @@
 /**
- * Metrics by client class (issue 30): image jobs' waits for the GPU and the jobs served, and quota
- * refusals, labelled `client_class` — one of FAIR_CLASSES, so the label set is bounded (never a
- * client's name, key or address). Fed by job events and the quota's refusals.
+ * Metrics by client class (issue 30): image jobs' waits for the GPU and the jobs served, LLM
+ * requests' waits for a slot, and quota refusals, labelled `client_class` — one of FAIR_CLASSES, so
+ * the label set is bounded (never a client's name, key or address). Fed by job events, the LLM
+ * listeners' admissions and the quota's refusals.
  */
 import type { ImageJobEvent } from "../jobs/events.ts";
 import type { Registry } from "./metrics.ts";
@@ -12,6 +13,8 @@ export type QuotaKind = "image" | "llm";
 
 export interface ClassMetrics {
   onJob(e: ImageJobEvent): void;
+  /** An LLM request granted a slot after `waitedMs` (each try), its client's class as identify() tells it. */
+  onLlmWait(cls: string, waitedMs: number): void;
   onQuotaRefused(cls: string, kind: QuotaKind): void;
 }
 
@@ -31,6 +34,13 @@ export function createClassMetrics(registry: Registry, classes: readonly string[
     labelNames: ["client_class"],
     initLabels,
   });
+  const llmWait = registry.histogram<Label>({
+    name: "gpu_turnstile_llm_wait_by_class_seconds",
+    help: "Time an LLM request waited for a GPU slot, by its client's class (FAIR_CLASSES); a request that retries counts each wait; its count is the LLM requests served.",
+    labelNames: ["client_class"],
+    buckets: LONG_BUCKETS,
+    initLabels,
+  });
   const refused = registry.counter<Label & { kind: QuotaKind }>({
     name: "gpu_turnstile_quota_refusals_total",
     help: "Requests refused on arrival because their client was at its quota (429), by its class and kind (image jobs, LLM requests).",
@@ -46,6 +56,10 @@ export function createClassMetrics(registry: Registry, classes: readonly string[
       if (!l) return;
       wait.observe(l, e.waitedMs / 1000);
       served.inc(l);
+    },
+    onLlmWait(cls, waitedMs) {
+      const l = label(cls);
+      if (l) llmWait.observe(l, waitedMs / 1000);
     },
     onQuotaRefused(cls, kind) {
       const l = label(cls);

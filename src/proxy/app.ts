@@ -115,6 +115,8 @@ export interface ListenerAppDeps {
   llmTracker?: LlmTracker;
   /** Concurrent LLM requests per client (QUOTA_LLM_REQUESTS, issue 30); absent = none. */
   llmQuota?: LlmQuota;
+  /** Each LLM request granted a slot (each try), with its wait: the metrics by class (issue 30). */
+  llmWaited?: (req: Request, clientIp: string | undefined, waitedMs: number) => void;
   /** The inflate budget for zstd bodies, shared by the listeners (zstd-body.ts). */
   inflater?: ZstdInflater;
   /**
@@ -381,9 +383,13 @@ async function proxyLLM(
     tracker?.nested(tracked);
   }
   const gate = req.headers.get(NO_WAIT_HEADER) === "0" ? NO_WAIT_GATE : deps.busy;
-  const admitSlot = tracker
-    ? () => admitLLM(deps.lock, gate, req.signal).then((h) => (tracker.admitted(tracked), h))
-    : () => admitLLM(deps.lock, gate, req.signal);
+  const waited = deps.llmWaited;
+  const admitSlot = () =>
+    admitLLM(deps.lock, gate, req.signal).then((h) => {
+      tracker?.admitted(tracked);
+      waited?.(req, clientIp, h.waitedMs);
+      return h;
+    });
   // Ollama's word on a cloud-looking model, asked while the body was read (readAhead).
   let asked: Promise<void> | undefined;
   // Per attempt: a retry after the image job ended goes through the lock like any request.

@@ -3,11 +3,14 @@
  * `status` snapshot; then `state`, `job`, `upstream`, `lease` and `card` (resident models and
  * ComfyUI's memory, after each read of them) as they happen, and `holders` (who holds and who
  * waits) at most once per tick when it changed — per-request events would cost every chat request
- * a JSON encoding for every open page.
+ * a JSON encoding for every open page. `line` (issue 30: the image jobs waiting, by client, with
+ * position and estimate) is each reader's own view, sent at the same tick when it changed; the
+ * estimate ages as the running job does, so it moves while nobody joins or leaves.
  *
  * A reader that falls behind never slows anything else: events are encoded once, appended to a
  * bounded per-client queue, and a client whose queue passes the bound is dropped and closed.
  */
+import type { LineClient } from "./line.ts";
 import type { StatusEvent, StatusModel } from "./model.ts";
 import type { LeaseEvent, LeaseView } from "./steer.ts";
 
@@ -36,8 +39,13 @@ class Client {
   queued = 0;
   closed = false;
   lastHolders = "";
+  lastLine = "";
   wake: (() => void) | undefined;
-  constructor(readonly withClients: boolean) {}
+  /** `line`: this reader's own place in line (only its entries, unless it may steer). */
+  constructor(
+    readonly withClients: boolean,
+    readonly line: (() => LineClient[]) | undefined,
+  ) {}
 
   push(chunk: string): void {
     this.queue.push(chunk);
@@ -82,10 +90,16 @@ export class EventHub {
     return this.#clients.size;
   }
 
-  /** The SSE response for one reader; it ends when the reader goes away or is dropped. */
-  connect(withClients: boolean, signal: AbortSignal): Response {
-    const client = new Client(withClients);
-    client.push(sse("status", JSON.stringify(this.#model.snapshot(withClients))));
+  /**
+   * The SSE response for one reader; it ends when the reader goes away or is dropped. `line`: the
+   * place in line this reader may see (routes.ts filters it by who asks, as for /turnstile/status).
+   */
+  connect(withClients: boolean, signal: AbortSignal, line?: () => LineClient[]): Response {
+    const client = new Client(withClients, line);
+    const snapshot = this.#model.snapshot(withClients);
+    const place = line?.();
+    client.lastLine = JSON.stringify(place) ?? "";
+    client.push(sse("status", JSON.stringify(place ? { ...snapshot, line: place } : snapshot)));
     client.lastHolders = JSON.stringify(this.#model.holders(withClients));
     this.#add(client);
     signal.addEventListener("abort", () => this.#remove(client), { once: true });
@@ -190,18 +204,33 @@ export class EventHub {
     const views = new Map<boolean, string>();
     const now = Date.now();
     for (const c of [...this.#clients]) {
+      sendLine(c);
       let view = views.get(c.withClients);
       if (view === undefined) views.set(c.withClients, (view = JSON.stringify(this.#model.holders(c.withClients))));
-      if (view === c.lastHolders) continue;
-      c.lastHolders = view;
-      this.#changed = true;
-      c.push(sse("holders", `{"now":${now},${view.slice(1)}`));
+      if (view !== c.lastHolders) {
+        c.lastHolders = view;
+        this.#changed = true;
+        c.push(sse("holders", `{"now":${now},${view.slice(1)}`));
+      }
       if (c.queued > this.#maxQueued) {
         this.#onDrop(c.queued);
         this.#remove(c);
       }
     }
   }
+}
+
+/**
+ * `line` to a reader whose own place in line changed. Not a change of what the card holds (an
+ * estimate that ages is not news for status/card-refresh.ts), so it leaves `#changed` alone;
+ * a reader behind is dropped by #sendHolders' check, just after.
+ */
+function sendLine(c: Client): void {
+  if (!c.line) return;
+  const view = JSON.stringify(c.line());
+  if (view === c.lastLine) return;
+  c.lastLine = view;
+  c.push(sse("line", `{"line":${view}}`));
 }
 
 /** A lease event without who took or revoked the lease (client addresses, shown only to those who may steer). */

@@ -86,19 +86,29 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
         );
       case "/turnstile/status": {
         const canSteer = trusted();
-        const seen = canSteer ? undefined : { authorization: req.headers.get("authorization"), clientId: new URL(req.url).searchParams.get("client_id") ?? undefined, address: clientIp };
-        const line = deps.line?.(seen);
+        const line = deps.line?.(viewer(canSteer, req, clientIp));
         return Response.json(
           { ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined, ...(line ? { line } : {}) },
           { headers: { "cache-control": "no-store" } },
         );
       }
-      case "/turnstile/events":
-        return deps.hub.connect(trusted(), req.signal);
+      case "/turnstile/events": {
+        // The stream's `line` is filtered for its reader as /turnstile/status's is, at each tick.
+        const canSteer = trusted();
+        const seen = viewer(canSteer, req, clientIp);
+        const line = deps.line;
+        return deps.hub.connect(canSteer, req.signal, line && (() => line(seen)));
+      }
       default:
         return Response.json({ error: `gpu-turnstile: no such page: ${path}` }, { status: 404 });
     }
   };
+}
+
+/** Who asks, for its own place in line: undefined for one who may steer (it sees every client). */
+function viewer(canSteer: boolean, req: Request, clientIp: string | undefined): Seen | undefined {
+  if (canSteer) return undefined;
+  return { authorization: req.headers.get("authorization"), clientId: new URL(req.url).searchParams.get("client_id") ?? undefined, address: clientIp };
 }
 
 async function steer(s: Steering, req: Request, path: string, by: string): Promise<Response> {

@@ -306,3 +306,35 @@ test("the place in line (issue 30): a table of each client's waiting image jobs,
   expect(text[at + 3]).toMatch(/^\s+alice\s+batch\s+3\s+2\s+9s$/);
   expect(renderStatus(idleDoc(now))).not.toContain("place in line");
 });
+
+test("status --watch follows the place in line (issue 30): a line each time it moved, its estimate ageing while the job ahead runs", async () => {
+  stack = await startStack({ comfy: { jobMs: 2000, freeDelayMs: 10 } });
+  const { t } = stack;
+  const stop = new AbortController();
+  let watched = "";
+  const watching = statusCommand({ url: t.comfyUrl, json: false, watch: true, env: {}, out: (s) => (watched += s), signal: stop.signal });
+  await until(() => watched.includes("GPU: idle"), "the first snapshot");
+  // One job run to its end: the estimate now counts down the running job's time left.
+  await (await submit(t, promptBody(newPromptId()))).text();
+  await t.settled();
+  const fromAlice = () => submit(t, JSON.stringify({ ...JSON.parse(promptBody(newPromptId())), client_id: "alice-tab" }));
+  const jobs = [fromAlice()];
+  await until(() => t.status.snapshot(false).image.running !== null, "alice's first job running");
+  jobs.push(fromAlice(), fromAlice());
+  // Her next two wait at the lock (one job per client in ComfyUI at a time): places 1 and 2.
+  const places = () => watched.split("\n").filter((l) => l.includes(" place in line: "));
+  await until(() => places().some((l) => / #2 ~\d+s$/.test(l)), "two of alice's jobs in the line", 10_000);
+  const [who, second, third] = /place in line: (comfy-[0-9a-f]{8}) \(normal\): job (\d+) #1 ~\d+s, job (\d+) #2 ~\d+s$/.exec(places().at(-1)!)!.slice(1);
+  expect(who).toBeDefined();
+  // The estimate ages while the first runs, nobody joining: a line each time, never growing.
+  await until(() => places().some((l) => l.includes(`job ${second} #1 ~1s`)), "the estimate down to a second", 10_000);
+  const estimates = places().flatMap((l) => new RegExp(`job ${third} #2 ~(\\d+)s$`).exec(l)?.[1] ?? []).map(Number);
+  expect(estimates.length).toBeGreaterThan(1);
+  for (let i = 1; i < estimates.length; i++) expect(estimates[i]!).toBeLessThan(estimates[i - 1]!);
+  // Her first ends: the second goes, the third moves up to 1, then the line empties.
+  await until(() => places().some((l) => new RegExp(`: job ${third} #1 ~\\d+s$`).test(l)), "the third job moved up", 10_000);
+  await Promise.all(jobs.map(async (j) => (await j).text()));
+  await until(() => places().at(-1)!.endsWith("place in line: none"), "the line empty", 10_000);
+  stop.abort();
+  expect(await watching).toBe(0);
+}, 40_000);

@@ -52,3 +52,69 @@ test("/turnstile/status: loopback sees every client's place; another client sees
   expect(await line("http://t/turnstile/status", "192.168.1.5")).toEqual([]);
   chat.release();
 });
+
+test("/turnstile/events: each reader's line is its own, in the first status and in `line` events at the tick, and its estimate ages", async () => {
+  const parsed = parseClients("alice batch client_id=alice-\nbob interactive client_id=bob-\n", ["interactive", "normal", "batch"]);
+  if (!parsed.ok) throw new Error(parsed.message);
+  const lock = new GpuLock({ turnClasses: [{ name: "interactive", weight: 4 }, { name: "normal", weight: 2 }, { name: "batch", weight: 1 }] });
+  const chat = lock.tryAcquireLLM()!;
+  void lock.acquireImage(undefined, { client: "alice", cls: "batch", tag: 1 });
+  void lock.acquireImage(undefined, { client: "bob", cls: "interactive", tag: 3 });
+  const model = new StatusModel({ version: "v1", upstreams: ["comfy"] });
+  const hub = new EventHub({ model, tickMs: 20 });
+  // What the running job has left: the estimator's figure shrinks as it runs.
+  let left = 30;
+  const r = statusRoutes({ model, hub, adminToken: "", line: (seen) => placeInLine(lock.imageLine(), (ahead) => left + 10 * ahead, seen && identify(seen, parsed.rules).client) });
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: (req) => r(req, req.headers.get("x-peer") ?? "127.0.0.1") });
+  const ctrl = new AbortController();
+  try {
+    const open = async (path: string, peer?: string) => {
+      const res = await fetch(`http://127.0.0.1:${server.port}${path}`, { headers: peer ? { "x-peer": peer } : {}, signal: ctrl.signal });
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      const seen = { text: "" };
+      void (async () => {
+        for (;;) {
+          const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+          if (done) return;
+          seen.text += value;
+        }
+      })();
+      return seen;
+    };
+    const events = (s: { text: string }, name: string) => [...s.text.matchAll(new RegExp(`^event: ${name}\\ndata: (.*)$`, "gm"))].map((m) => JSON.parse(m[1]!));
+    const until = async (cond: () => boolean, what: string) => {
+      const deadline = Date.now() + 10_000;
+      while (!cond()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+        await Bun.sleep(5);
+      }
+    };
+    const admin = await open("/turnstile/events");
+    const bob = await open("/turnstile/events?client_id=bob-tab", "192.168.1.5");
+    const stranger = await open("/turnstile/events", "192.168.1.9");
+    await until(() => [admin, bob, stranger].every((s) => events(s, "status").length === 1), "three snapshots");
+    expect(events(admin, "status")[0].line).toEqual([
+      { client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 30 }] },
+      { client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 40 }] },
+    ]);
+    expect(events(bob, "status")[0].line).toEqual([{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 30 }] }]);
+    expect(events(stranger, "status")[0].line).toEqual([]);
+    // The running job goes on: the estimate ages at the next tick, nobody having joined.
+    left = 20;
+    await until(() => events(admin, "line").length > 0 && events(bob, "line").length > 0, "the aged estimate");
+    expect(events(bob, "line").at(-1)).toEqual({ line: [{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 20 }] }] });
+    expect(events(admin, "line").at(-1).line[1]).toEqual({ client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 30 }] });
+    // A newcomer of alice's moves nobody ahead; bob's stream never names another client.
+    void lock.acquireImage(undefined, { client: "alice", cls: "batch", tag: 2 });
+    await until(() => JSON.stringify(events(admin, "line").at(-1)).includes('"job":2'), "alice's second job in the line");
+    for (const s of [bob, stranger]) {
+      expect(s.text).not.toContain("alice");
+      expect(s.text).not.toContain("127.0.0.1");
+    }
+    expect(events(stranger, "line")).toEqual([]);
+  } finally {
+    ctrl.abort();
+    server.stop(true);
+    chat.release();
+  }
+});

@@ -152,6 +152,32 @@ describe("LLM quota", () => {
   });
 });
 
+describe("metrics by class", () => {
+  test("LLM waits by class: a chat with a key CLIENTS_FILE names is counted in its class, one without in normal; no name or key in /metrics", async () => {
+    dir = mkdtempSync(join(tmpdir(), "gt-clients-"));
+    const file = join(dir, "clients");
+    writeFileSync(file, "alice interactive key=sk-alice-0001\n");
+    s = await startStack({ ollama: { tokenDelayMs: 1, tokens: 3 }, comfy: { jobMs: 400 }, env: { CLIENTS_FILE: file } });
+    const chat = (headers: Record<string, string>) =>
+      fetch(`${s!.t.ollamaUrl}/api/chat`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] }) });
+    expect((await chat({})).status).toBe(200);
+    // Alice's chat waits behind an image job.
+    const job = submit(s.t, promptBody(newPromptId()));
+    await until(() => s!.t.status.snapshot(false).image.running !== null, "the image job holding the card");
+    const waited = await chat({ authorization: "Bearer sk-alice-0001" });
+    expect(waited.status).toBe(200);
+    expect((await job).status).toBe(200);
+    await s.t.settled();
+    const text = await (await fetch(`${s.t.ollamaUrl}/metrics`)).text();
+    const metrics = parseExposition(text);
+    const count = (cls: string) => sampleValue(metrics, "gpu_turnstile_llm_wait_by_class_seconds_count", { client_class: cls });
+    expect([count("interactive"), count("normal"), count("batch")]).toEqual([1, 1, 0]);
+    expect(sampleValue(metrics, "gpu_turnstile_llm_wait_by_class_seconds_sum", { client_class: "interactive" })).toBeGreaterThan(0.05);
+    expect(text).not.toContain("alice");
+    expect(text).not.toContain("sk-");
+  });
+});
+
 describe("held jobs in /queue", () => {
   test("ComfyUI clients see the jobs waiting for the GPU in /queue in the order they will be sent (fair turns), not arrival", async () => {
     s = await startStack({ ollama: { tokenDelayMs: 40, tokens: 30 }, comfy: { jobMs: 50 } });
