@@ -195,7 +195,11 @@ export class SwarmTenant implements ImageTenant {
     if (this.token) headers.cookie = `swarm_user_token=${this.token}`;
     const { status, text } = await callJson(this.base, `/ComfyBackendDirect/${path}`, { timeoutMs: this.callTimeoutMs, signal: o.signal, headers, method: "GET" });
     const body = parseJson(text);
-    if (status !== 200 || !isRecord(body)) throw new Error(`/ComfyBackendDirect/${path} of backend ${id}: HTTP ${status}${status === 200 ? " without JSON" : ""}`);
+    if (status !== 200 || !isRecord(body)) {
+      // ComfyUIRedirectHelper.cs: 401 when the user lacks comfy_direct_calls, 400 when no running ComfyUI backend has this id.
+      const why = status === 200 ? " without JSON" : status === 401 ? " (SWARMUI_TOKEN's user needs the comfy_direct_calls permission)" : "";
+      throw new Error(`/ComfyBackendDirect/${path} of backend ${id}: HTTP ${status}${why}`);
+    }
     return body;
   }
 

@@ -83,6 +83,15 @@ describe("swarmui driver", () => {
     expect(h).toMatchObject({ held: true, unreadable: expect.stringContaining("/ComfyBackendDirect/system_stats of backend 0: HTTP 400") });
     const v = await handOver(driver, { ...BOUND, timeoutMs: 250 });
     expect(v.released).toBe(false);
+    expect(sim.gpu.holding("comfy")).toBe(false); // the memory came back, but nothing proved it
+  });
+
+  test("a SwarmUI user without comfy_direct_calls: unreadable, naming the permission", async () => {
+    const { sim, driver } = await setup();
+    sim.override("GET", "/ComfyBackendDirect/system_stats", () => new Response('<span class="comfy-failed-to-load">Permission denied.</span>', { status: 401, headers: { "content-type": "text/html" } }));
+    const h = await driver.verify(call());
+    expect(h.held).toBe(true);
+    expect(h.unreadable).toContain("comfy_direct_calls");
   });
 
   test("a SwarmUI with no running ComfyUI backend to read is unreadable, not released", async () => {
