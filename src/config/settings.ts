@@ -150,7 +150,7 @@ export const SETTINGS: readonly SettingDef[] = [
     secret: true,
     pattern: /^[\x21-\x7e]*$/,
     expected: "printable characters without spaces",
-    doc: "SwarmUI image side with accounts required: a user token, sent as the swarm_user_token cookie on the turnstile's own calls (its user needs the control_mem_clean and view_backends_list permissions).",
+    doc: "SwarmUI image side with accounts required: a user token, sent as the swarm_user_token cookie on the turnstile's own calls (its user needs the control_mem_clean, view_backends_list and comfy_direct_calls permissions).",
   },
   {
     key: "UNLOAD_TIMEOUT",

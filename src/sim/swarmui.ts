@@ -9,6 +9,16 @@
  * - GetCurrentStatus counts the generations of the calling session only (session.LiveGens…):
  *   work from another session (SwarmUI's own page) shows in no one else's status, only on the
  *   backends (ListBackends full_data `current_model`).
+ * - `current_model` is SwarmUI's own bookkeeping (AbstractT2IBackend.CurrentModelName): set when a
+ *   backend loads a model and cleared only when the backend shuts down. FreeBackendMemory
+ *   (BackendAPI.cs) calls each backend's FreeMemory, and the ComfyUI one
+ *   (src/BuiltinExtensions/ComfyUIBackend/ComfyUIAPIAbstractBackend.cs) only POSTs ComfyUI's
+ *   `/free {unload_models:true}`: so after a free, ListBackends still names the model (probe 2).
+ * - `GET /ComfyBackendDirect/<path>` relays to one ComfyUI backend
+ *   (ComfyUIBackendExtension.cs maps it to ComfyUIRedirectHelper.ComfyBackendDirectHandler): the
+ *   running ComfyUI backends, narrowed to the one whose BackendData.ID is the `X-Swarm-Backend-ID`
+ *   header when it is an integer, then the first; none → 400 HTML "No ComfyUI backend available".
+ *   The sim answers `system_stats` (the backend's own torch reservation) and `queue` there.
  * Each backend is one self-started ComfyUI with one model on the card. FreeBackendMemory returns
  * as soon as each backend was asked (SwarmUI: "give at least one full second before assuming
  * memory is properly cleared"); the memory comes back after the backend's running generation.
@@ -26,6 +36,8 @@ export interface SwarmSimOptions extends ImageLyingModes, Partial<CheckpointTimi
   backends?: number;
   /** Run time of one generation (default 300; `sim_job_ms` in the request body overrides). */
   jobMs?: number;
+  /** The torch device of every backend's ComfyUI (default cuda); cpu/mps report the system's RAM. */
+  device?: "cuda" | "cpu" | "mps";
   /** Model the backends load (default "OfficialStableDiffusion/sd_xl_base_1.0"). */
   model?: string;
   recordCalls?: boolean;
@@ -84,6 +96,8 @@ export async function startSwarmSim(opts: SwarmSimOptions = {}): Promise<SwarmSi
   const serverId = randomUUID();
   const sessions = new Map<string, Session>();
   let generated = 0;
+  /** Backends that loaded the model once: SwarmUI names it in current_model until they shut down. */
+  const named = new Set<number>();
   let imageNo = 0;
 
   function pickBackend(): SimCheckpoint {
@@ -97,6 +111,7 @@ export async function startSwarmSim(opts: SwarmSimOptions = {}): Promise<SwarmSi
     const count = typeof body.images === "number" && body.images > 0 ? Math.floor(body.images) : 1;
     const ms = jobMsOf(body, jobMs);
     const b = pickBackend();
+    named.add(backends.indexOf(b));
     const signal = s.interrupt.signal;
     s.waiting++;
     const loadingBefore = b.place !== "gpu";
@@ -134,7 +149,6 @@ export async function startSwarmSim(opts: SwarmSimOptions = {}): Promise<SwarmSi
 
   function backendToNet(i: number, full: boolean): Record<string, unknown> {
     const b = backends[i] as SimCheckpoint;
-    const held = b.place === "gpu" || b.place === "loading" || b.place === "unloading";
     return {
       type: "comfyui_selfstart",
       status: "running",
@@ -148,8 +162,33 @@ export async function startSwarmSim(opts: SwarmSimOptions = {}): Promise<SwarmSi
       max_usages: 1,
       seconds_since_used: 0,
       time_since_used: "Never",
-      ...(full ? { current_model: held ? model : null } : {}),
+      ...(full ? { current_model: named.has(i) ? model : null } : {}),
     };
+  }
+
+  /** ComfyUI's own /system_stats of one backend, as relayed by /ComfyBackendDirect. */
+  function systemStats(b: SimCheckpoint): Response {
+    const device = opts.device ?? "cuda";
+    const ram = { total: 25_276_157_952, free: 23_143_354_368 };
+    const torch = b.vramBytes;
+    const dev =
+      device === "cuda"
+        ? { name: "cuda:0 NVIDIA GeForce RTX 4090 : cudaMallocAsync", type: "cuda", index: 0, vram_total: gpu.vramTotal, vram_free: gpu.vramTotal - gpu.vramUsed(), torch_vram_total: torch, torch_vram_free: 0 }
+        : { name: device, type: device, index: null, vram_total: ram.total, vram_free: ram.free, torch_vram_total: ram.total, torch_vram_free: ram.free };
+    return json({ system: { os: "posix", comfyui_version: "0.26.0", python_version: "3.12.3", pytorch_version: "2.8.0+cu128", embedded_python: false }, devices: [dev] });
+  }
+
+  function comfyDirect(req: Request, path: string): Response {
+    const raw = req.headers.get("x-swarm-backend-id");
+    const id = raw !== null && /^-?\d+$/.test(raw.trim()) ? Number(raw.trim()) : undefined;
+    const b = id === undefined ? backends[0] : backends[id];
+    if (!b) return new Response('<!DOCTYPE html><html><body><span class="comfy-failed-to-load">No ComfyUI backend available, loading failed.</span></body></html>', { status: 400, headers: { "content-type": "text/html" } });
+    if (path === "system_stats") return systemStats(b);
+    if (path === "queue") {
+      const entry = () => [0, randomUUID(), {}, {}, []];
+      return json({ queue_running: Array.from({ length: b.running }, entry), queue_pending: Array.from({ length: b.waiting }, entry) });
+    }
+    return new Response("404: Not Found", { status: 404 });
   }
 
   type Handler = (s: Session, body: Record<string, unknown>) => Response | Promise<Response>;
@@ -235,6 +274,7 @@ export async function startSwarmSim(opts: SwarmSimOptions = {}): Promise<SwarmSi
         if (lower !== "/api/generatetext2imagews") return err("bad_route", "Unknown API route");
         return srv.upgrade(req, { data: { started: false } }) ? undefined : err("basic_api", "upgrade failed");
       }
+      if (lower.startsWith("/comfybackenddirect/") && req.method === "GET") return comfyDirect(req, url.pathname.slice("/comfybackenddirect/".length));
       if (!lower.startsWith("/api/")) return new Response("404 Not Found", { status: 404, headers: { "content-type": "text/html" } });
       if (req.method !== "POST") return new Response(null, { status: 302, headers: { location: "/Error/NoGetAPI" } });
       if (!(req.headers.get("content-type") ?? "").toLowerCase().startsWith("application/json")) return err("basic_api", "Wrong content type");

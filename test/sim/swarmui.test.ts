@@ -18,6 +18,12 @@ async function call(s: SwarmSim, route: string, body: Record<string, unknown> = 
   return { status: res.status, body: await res.json() };
 }
 
+/** A GET through SwarmUI's relay to one ComfyUI backend. */
+async function direct(s: SwarmSim, path: string, backend?: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${s.url}/ComfyBackendDirect/${path}`, { headers: backend === undefined ? {} : { "x-swarm-backend-id": backend } });
+  return { status: res.status, body: await res.json() };
+}
+
 async function session(s: SwarmSim): Promise<string> {
   return (await call(s, "GetNewSession")).body.session_id;
 }
@@ -59,16 +65,42 @@ describe("SwarmUI simulator", () => {
     expect((await call(s, "ListBackends", { session_id: b, full_data: true })).body["0"].current_model).toBe(MODEL);
   });
 
-  test("FreeBackendMemory answers at once; the memory is back after the backend's job", async () => {
+  test("FreeBackendMemory answers at once; the memory is back after the backend's job, and ListBackends still names the model (as a real SwarmUI does)", async () => {
     const s = await start({ jobMs: 300 });
     const id = await session(s);
     const gen = call(s, "GenerateText2Image", { session_id: id, prompt: "x", model: MODEL });
     await waitFor(() => s.backends[0]!.running === 1 && s.backends[0]!.place === "gpu", "running");
+    expect((await direct(s, "system_stats", "0")).body.devices[0].torch_vram_total).toBeGreaterThan(0);
+    expect((await direct(s, "queue", "0")).body.queue_running).toHaveLength(1);
     expect((await call(s, "FreeBackendMemory", { session_id: id, system_ram: false, backend: "all" })).body).toEqual({ result: true, count: 1 });
     expect(s.gpu.holding("comfy")).toBe(true);
     await gen;
     await waitFor(() => !s.gpu.holding("comfy"), "freed");
-    expect((await call(s, "ListBackends", { session_id: id, full_data: true })).body["0"].current_model).toBeNull();
+    // current_model is SwarmUI's bookkeeping, cleared only at backend shutdown (probe 2): only the
+    // backend's own /system_stats shows the release.
+    expect((await call(s, "ListBackends", { session_id: id, full_data: true })).body["0"].current_model).toBe(MODEL);
+    expect((await direct(s, "system_stats", "0")).body.devices[0].torch_vram_total).toBe(0);
+  });
+
+  test("/ComfyBackendDirect relays to the backend named by X-Swarm-Backend-ID (else the first); an unknown id is SwarmUI's 400 page", async () => {
+    const s = await start({ backends: 2, jobMs: 300 });
+    const id = await session(s);
+    const gen = call(s, "GenerateText2Image", { session_id: id, prompt: "x", model: MODEL });
+    await waitFor(() => s.backends[0]!.running === 1 && s.backends[0]!.place === "gpu", "running");
+    expect((await direct(s, "system_stats", "0")).body.devices[0].torch_vram_total).toBeGreaterThan(0);
+    expect((await direct(s, "system_stats")).body.devices[0].torch_vram_total).toBeGreaterThan(0);
+    expect((await direct(s, "system_stats", "1")).body.devices[0].torch_vram_total).toBe(0);
+    const none = await fetch(`${s.url}/ComfyBackendDirect/system_stats`, { headers: { "x-swarm-backend-id": "7" } });
+    expect(none.status).toBe(400);
+    expect(await none.text()).toContain("No ComfyUI backend available");
+    await gen;
+  });
+
+  test("a backend on mps reports the system's RAM as its torch memory, which never drops", async () => {
+    const s = await start({ device: "mps" });
+    const dev = (await direct(s, "system_stats", "0")).body.devices[0];
+    expect(dev.type).toBe("mps");
+    expect(dev.torch_vram_total).toBeGreaterThan(0);
   });
 
   test("lying modes: a result:true that frees nothing, and a refusal while busy (200 with an error key)", async () => {

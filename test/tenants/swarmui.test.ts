@@ -59,7 +59,7 @@ describe("swarmui driver", () => {
     expect(driver.classify("GET", "/View/local/raw/x.png")).toBe("pass");
   });
 
-  test("hand-over: FreeBackendMemory for all backends, proven by ListBackends naming no model", async () => {
+  test("hand-over: FreeBackendMemory for all backends, proven by each backend's own /system_stats read through /ComfyBackendDirect", async () => {
     const { sim, driver } = await setup({ backends: 2 });
     await Promise.all([generateElsewhere(sim), generateElsewhere(sim)]);
     const before = await driver.verify(call());
@@ -70,6 +70,47 @@ describe("swarmui driver", () => {
     expect(sim.gpu.holding("comfy")).toBe(false);
     const free = sim.calls.find((c) => c.path === "/API/FreeBackendMemory");
     expect(JSON.parse(free!.bodyText)).toMatchObject({ system_ram: false, backend: "all", session_id: driver.session });
+    // Each backend read on its own, chosen by the X-Swarm-Backend-ID header (ComfyUIRedirectHelper.cs).
+    const read = new Set(sim.calls.filter((c) => c.path === "/ComfyBackendDirect/system_stats").map((c) => c.headers["x-swarm-backend-id"]));
+    expect([...read].sort()).toEqual(["0", "1"]);
+  });
+
+  test("a backend whose memory cannot be read holds the card to the bound, saying why: never taken as released", async () => {
+    const { sim, driver } = await setup();
+    await generateElsewhere(sim);
+    sim.override("GET", "/ComfyBackendDirect/system_stats", () => new Response("<span>No ComfyUI backend available, loading failed.</span>", { status: 400, headers: { "content-type": "text/html" } }));
+    const h = await driver.verify(call());
+    expect(h).toMatchObject({ held: true, unreadable: expect.stringContaining("/ComfyBackendDirect/system_stats of backend 0: HTTP 400") });
+    const v = await handOver(driver, { ...BOUND, timeoutMs: 250 });
+    expect(v.released).toBe(false);
+    expect(sim.gpu.holding("comfy")).toBe(false); // the memory came back, but nothing proved it
+  });
+
+  test("a SwarmUI user without comfy_direct_calls: unreadable, naming the permission", async () => {
+    const { sim, driver } = await setup();
+    sim.override("GET", "/ComfyBackendDirect/system_stats", () => new Response('<span class="comfy-failed-to-load">Permission denied.</span>', { status: 401, headers: { "content-type": "text/html" } }));
+    const h = await driver.verify(call());
+    expect(h.held).toBe(true);
+    expect(h.unreadable).toContain("comfy_direct_calls");
+  });
+
+  test("a SwarmUI with no running ComfyUI backend to read is unreadable, not released", async () => {
+    const { sim, driver } = await setup();
+    sim.override("POST", "/API/ListBackends", () => Response.json({ "0": { type: "comfyui_selfstart", status: "errored", id: 0, enabled: true, current_model: null } }));
+    expect(await driver.verify(call())).toMatchObject({ held: true, unreadable: expect.stringContaining("no running ComfyUI backend") });
+  });
+
+  test("a backend on cpu/mps (the system's memory, never drops): released once the free was answered and its ComfyUI runs nothing", async () => {
+    const { sim, driver } = await setup({ device: "mps", jobMs: 300 });
+    const gen = generateElsewhere(sim);
+    await waitFor(() => sim.backends[0]!.running === 1, "running");
+    // Before any free: held, whatever the figure says.
+    expect((await driver.verify(call())).held).toBe(true);
+    const v = await handOver(driver, BOUND);
+    expect(v.released).toBe(true);
+    // Not before the other session's generation ended.
+    expect(sim.backends[0]!.running).toBe(0);
+    expect((await gen).images).toHaveLength(1);
   });
 
   test("a FreeBackendMemory that answers result:true and frees nothing: held to the bound, and it lied", async () => {
@@ -92,7 +133,7 @@ describe("swarmui driver", () => {
   // reading: each backend's own ComfyUI /system_stats (SwarmUI relays it at
   // /ComfyBackendDirect/system_stats, one backend at a time with the X-Swarm-Backend-ID header),
   // and the simulator keeping current_model as SwarmUI does.
-  test.skip("a real SwarmUI keeps naming the model after FreeBackendMemory freed it: the release is still proven", async () => {
+  test("a real SwarmUI keeps naming the model after FreeBackendMemory freed it: the release is still proven", async () => {
     const { sim, driver } = await setup();
     await generateElsewhere(sim);
     // SwarmUI's answer after the free, as its source has it: the model still named.
