@@ -29,13 +29,13 @@ export async function startMain(cwd: string, env: Record<string, string>): Promi
   let text = "";
   const reader = p.stderr.getReader();
   const dec = new TextDecoder();
-  const ready = () => [...text.matchAll(/(\w+) listener ready url=(http:\/\/\S+)/g)];
+  const ready = () => listenersReady(text);
   while (ready().length < want) {
     const { done, value } = await reader.read();
     if (done) throw new Error(`exited before its listeners were ready:\n${text}`);
     text += dec.decode(value, { stream: true });
   }
-  const urls = new Map(ready().map((m) => [m[1]!, m[2]!]));
+  const urls = new Map(ready());
   const rest = (async () => {
     for (;;) {
       const { done, value } = await reader.read();
@@ -54,4 +54,32 @@ export async function startMain(cwd: string, env: Record<string, string>): Promi
       return p.signalCode ?? code;
     },
   };
+}
+
+/** `[name, url]` of each `<name> listener ready` line, in the text or the JSON log format. */
+function listenersReady(text: string): [string, string][] {
+  const found: [string, string][] = [];
+  for (const line of text.split("\n")) {
+    const m = /(\w+) listener ready url=(http:\/\/\S+)/.exec(line);
+    if (m) found.push([m[1]!, m[2]!]);
+    else if (line.startsWith("{") && line.includes("listener ready")) {
+      const j = parseJson(line) as { msg?: string; url?: string } | undefined;
+      const name = j?.msg && /^(\w+) listener ready$/.exec(j.msg)?.[1];
+      if (name && j.url) found.push([name, j.url]);
+    }
+  }
+  return found;
+}
+
+function parseJson(line: string): unknown {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The lines of `text` that are not JSON (LOG_FORMAT=json promises none). */
+export function nonJsonLines(text: string): string[] {
+  return text.split("\n").filter((l) => l.trim() !== "" && parseJson(l) === undefined);
 }

@@ -5,22 +5,14 @@
  * are held like any local model during an image job; so is a cloud name while Ollama cannot be asked.
  */
 import { describe, expect, test } from "bun:test";
-import { postJson, probedStackForFile, startImageJob, until } from "./helpers.ts";
+import { arrivedAt, lastFreeAt, postJson, probedStackForFile, startImageJob, until } from "./helpers.ts";
 
 const s = probedStackForFile();
 const CHAT = [{ role: "user", content: "hi" }];
 const TAG = "x-e2e-lookalike";
 
-async function freeAt(): Promise<number> {
-  await s().t.settled();
-  return s().pair.comfy.calls.filter((c) => c.path === "/free").at(-1)!.at;
-}
-
-function arrived(tag: string): number {
-  const call = s().pair.ollama.calls.find((c) => c.headers[TAG] === tag);
-  if (!call) throw new Error(`Ollama never saw ${tag}`);
-  return call.at;
-}
+const freeAt = () => lastFreeAt(s());
+const arrived = (tag: string) => arrivedAt(s(), TAG, tag);
 
 const chat = (model: string, tag: string) => postJson(`${s().t.ollamaUrl}/api/chat`, { model, messages: CHAT, stream: false }, { [TAG]: tag });
 

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startOllamaSim } from "../../../src/sim/index.ts";
 import { freePort } from "../../support/dead-port.ts";
-import { MAIN, mainEnv } from "../../support/main-process.ts";
+import { nonJsonLines, startMain } from "../../support/main-process.ts";
 import { type Stack, startImageJob, startStack, until } from "./helpers.ts";
 
 /** How soon after the cut the client must see its connection end (far below Bun's 4 s tick). */
@@ -76,19 +76,9 @@ test("a force-release cuts a stream: on the real entry point the client sees the
   const ollama = await startOllamaSim({ loadMs: 5, tokenDelayMs: 2 });
   ollama.override("POST", "/api/chat", stalled);
   const cwd = mkdtempSync(join(tmpdir(), "turnstile-cut-"));
-  const port = freePort();
-  const p = Bun.spawn([process.execPath, MAIN], {
-    cwd,
-    env: mainEnv(cwd, { STATE_DIR: cwd, OLLAMA_URL: ollama.url, COMFY_URL: "", LISTEN_OLLAMA: `127.0.0.1:${port}`, LOG_FORMAT: "json", LOGLEVEL: "info" }),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  let err = "";
-  const reading = (async () => {
-    for await (const chunk of p.stderr.pipeThrough(new TextDecoderStream())) err += chunk;
-  })();
+  const main = await startMain(cwd, { STATE_DIR: cwd, OLLAMA_URL: ollama.url, COMFY_URL: "", LISTEN_OLLAMA: `127.0.0.1:${freePort()}`, LOG_FORMAT: "json", LOGLEVEL: "info" });
+  const port = Number(new URL(main.url("ollama")).port);
   try {
-    await until(() => err.includes("listener ready"), "the listener ready", 10_000);
     const c = await rawChat(port);
     const released = await fetch(`http://127.0.0.1:${port}/turnstile/release`, { method: "POST" });
     expect(released.status).toBe(200);
@@ -96,23 +86,11 @@ test("a force-release cuts a stream: on the real entry point the client sees the
     await until(() => c.endedAt() !== undefined, "the client's connection ended", 6000);
     expect(c.endedAt()! - cutAt).toBeLessThan(AT_ONCE_MS);
     expect(c.text().endsWith("0\r\n\r\n")).toBe(false);
-    await until(() => err.includes("force-release"), "the force-release logged", 5000);
+    await until(() => main.stderr().includes("force-release"), "the force-release logged", 5000);
   } finally {
-    p.kill("SIGTERM");
-    await p.exited;
-    await reading;
+    await main.kill("SIGTERM");
     await ollama.stop();
     rmSync(cwd, { recursive: true, force: true });
   }
-  const lines = err.split("\n").filter((l) => l.trim() !== "");
-  expect(lines.filter((l) => !isJson(l))).toEqual([]);
+  expect(nonJsonLines(main.stderr())).toEqual([]);
 }, 30_000);
-
-function isJson(line: string): boolean {
-  try {
-    JSON.parse(line);
-    return true;
-  } catch {
-    return false;
-  }
-}

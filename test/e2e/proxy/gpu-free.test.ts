@@ -5,24 +5,15 @@
  */
 import { describe, expect, test } from "bun:test";
 import { sampleValue } from "../../support/prom-parse.ts";
-import { postJson, probedStackForFile, scrape, startImageJob, startStack, until } from "./helpers.ts";
+import { arrivedAt, lastFreeAt, postJson, probedStackForFile, scrape, startImageJob, startStack, until } from "./helpers.ts";
 
 const s = probedStackForFile();
 
 const CHAT = [{ role: "user", content: "hi" }];
 const TAG = "x-e2e-free";
 
-/** The time ComfyUI's /free arrived, once the image job is over. */
-async function freeAt(): Promise<number> {
-  await s().t.settled();
-  return s().pair.comfy.calls.filter((c) => c.path === "/free").at(-1)!.at;
-}
-
-function arrived(tag: string): number {
-  const call = s().pair.ollama.calls.find((c) => c.headers[TAG] === tag);
-  if (!call) throw new Error(`Ollama never saw ${tag}`);
-  return call.at;
-}
+const freeAt = () => lastFreeAt(s());
+const arrived = (tag: string) => arrivedAt(s(), TAG, tag);
 
 function postZstd(url: string, body: Uint8Array, tag: string): Promise<Response> {
   return fetch(url, { method: "POST", body: body as BodyInit, headers: { "content-type": "application/json", "content-encoding": "zstd", [TAG]: tag } });

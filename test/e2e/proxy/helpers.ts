@@ -65,6 +65,19 @@ export function probedStackForFile(): () => Stack {
   return () => s!;
 }
 
+/** When ComfyUI's last /free arrived, once the image job is over (the end of the card's image turn). */
+export async function lastFreeAt(s: Stack): Promise<number> {
+  await s.t.settled();
+  return s.pair.comfy.calls.filter((c) => c.path === "/free").at(-1)!.at;
+}
+
+/** When Ollama saw the request that carried `header: tag`. */
+export function arrivedAt(s: Stack, header: string, tag: string): number {
+  const call = s.pair.ollama.calls.find((c) => c.headers[header] === tag);
+  if (!call) throw new Error(`Ollama never saw ${tag}`);
+  return call.at;
+}
+
 /** Headers a hop may add, drop or rewrite: not part of what "passes through" means. */
 const HOP_BY_HOP = new Set([
   "connection",

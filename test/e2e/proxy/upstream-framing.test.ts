@@ -10,7 +10,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "../../support/dead-port.ts";
-import { MAIN, mainEnv } from "../../support/main-process.ts";
+import { nonJsonLines, startMain } from "../../support/main-process.ts";
 import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
 
 interface Conn {
@@ -229,42 +229,20 @@ describe("connection reuse", () => {
 
 test("LOG_FORMAT=json: an upstream that breaks its framing leaves only JSON lines on stderr, no Bun stack dump", async () => {
   const cwd = mkdtempSync(join(tmpdir(), "turnstile-json-"));
-  const port = freePort();
-  const p = Bun.spawn([process.execPath, MAIN], {
-    cwd,
-    env: mainEnv(cwd, { OLLAMA_URL: `http://127.0.0.1:${upstream.port}`, LISTEN_OLLAMA: `127.0.0.1:${port}`, LOG_FORMAT: "json", LOGLEVEL: "info" }),
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  let err = "";
-  const reading = (async () => {
-    for await (const chunk of p.stderr.pipeThrough(new TextDecoderStream())) err += chunk;
-  })();
+  const main = await startMain(cwd, { OLLAMA_URL: `http://127.0.0.1:${upstream.port}`, LISTEN_OLLAMA: `127.0.0.1:${freePort()}`, LOG_FORMAT: "json", LOGLEVEL: "info" });
+  const port = Number(new URL(main.url("ollama")).port);
   try {
-    await until(() => err.includes("listener ready"), "the listener ready", 10_000);
     answers.set("/api/broken", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;a\nhello\r\n0\r\n\r\n");
     const got = await fetch(`http://127.0.0.1:${port}/api/broken`).then(
       (r) => r.text(),
       () => "cut",
     ).catch(() => "cut");
     expect(got).toBe("cut");
-    await until(() => err.includes("bad byte"), "the cut logged", 10_000);
+    await until(() => main.stderr().includes("bad byte"), "the cut logged", 10_000);
   } finally {
-    p.kill("SIGTERM");
-    await p.exited;
-    await reading;
+    await main.kill("SIGTERM");
     rmSync(cwd, { recursive: true, force: true });
   }
-  const lines = err.split("\n").filter((l) => l.trim() !== "");
-  expect(lines.length).toBeGreaterThan(3);
-  expect(lines.filter((l) => !isJson(l))).toEqual([]);
+  expect(main.stderr().split("\n").filter((l) => l.trim() !== "").length).toBeGreaterThan(3);
+  expect(nonJsonLines(main.stderr())).toEqual([]);
 }, 30_000);
-
-function isJson(line: string): boolean {
-  try {
-    JSON.parse(line);
-    return true;
-  } catch {
-    return false;
-  }
-}
