@@ -133,3 +133,21 @@ test("IMAGE_KIND=a1111: a client's own images=N in CLIENTS_FILE (by its key) win
   expect((await one).status).toBe(200);
   await r.t.settled();
 });
+
+test("IMAGE_KIND=a1111: a client that gives up while its generation waits gets its quota slot back, and its job never reaches A1111", async () => {
+  const r = await start("a1111", { QUOTA_IMAGE_JOBS: "1" });
+  const bob = IMAGE_KIND_SIMS.a1111.generate(r.t.comfyUrl, { headers: key("bob"), prompt: "bob", jobMs: 300 });
+  await until(() => sentPrompts(r, "a1111").length === 1, "bob's generation running");
+  const gone = new AbortController();
+  const waiting = IMAGE_KIND_SIMS.a1111.generate(r.t.comfyUrl, { headers: key("alice"), prompt: "alice gone", signal: gone.signal }).catch(() => undefined);
+  await until(() => r.t.status.snapshot(false).image.jobs.length === 2, "alice's generation waiting");
+  gone.abort();
+  await waiting;
+  await until(() => r.t.status.snapshot(false).image.jobs.length === 1, "alice's job gone");
+  const again = await generate(r, "a1111", "alice", "alice again");
+  expect(again.status).toBe(200);
+  expect((await bob).status).toBe(200);
+  await r.t.settled();
+  expect(sentPrompts(r, "a1111")).toEqual(["bob", "alice again"]);
+  expect(r.gpu.overlaps()).toEqual([]);
+});
