@@ -533,7 +533,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
     // LLM waits by class (issue 30), the client told as for the LLM quota.
     const llmWaited = (req: Request, clientIp: string | undefined, waitedMs: number) => classMetrics.onLlmWait(llmClient(req, clientIp).cls, waitedMs);
-    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored, llmWaited };
+    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, refuse: side.refuseLlm, restored: side.restored, llmWaited };
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = tenants.image ? () => sessions.joinNested() : undefined;
