@@ -39,7 +39,7 @@ import { WS_CLIENT_BACKLOG_BYTES } from "./proxy/ws-relay.ts";
 import { idleSeconds } from "./proxy/client-idle.ts";
 import { INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, ZstdInflater } from "./http/zstd-body.ts";
 import { startListener } from "./proxy/listener.ts";
-import { startLlmDrainBound } from "./proxy/llm-drain.ts";
+import { drainCutWarning, startLlmDrainBound } from "./proxy/llm-drain.ts";
 import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { CardRefresh } from "./status/card-refresh.ts";
@@ -289,7 +289,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     llm: llmWatches,
     boundMs: config.llmDrainTimeoutMs,
     bound: drainBound,
-    onCut: ({ cut }) => log.warn(`an image job waited LLM_DRAIN_TIMEOUT (${drainBound}) for running LLM requests: ${cut} cut`, { llm_cut: cut }),
+    leaseHolder: () => steering.waiting()[0]?.holder,
+    onCut: (r) => log.warn(...drainCutWarning(r, drainBound)),
   });
   // STATE_DIR is empty only where the CLI did not resolve it (tests, the demo): leases end with the process.
   const leaseFile = config.stateDir ? new LeaseFile(config.stateDir, config, log) : undefined;
@@ -532,7 +533,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
     // LLM waits by class (issue 30), the client told as for the LLM quota.
     const llmWaited = (req: Request, clientIp: string | undefined, waitedMs: number) => classMetrics.onLlmWait(llmClient(req, clientIp).cls, waitedMs);
-    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, restored: side.restored, llmWaited };
+    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, refuse: side.refuseLlm, restored: side.restored, llmWaited };
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = tenants.image ? () => sessions.joinNested() : undefined;

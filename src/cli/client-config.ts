@@ -1,5 +1,5 @@
 /**
- * The config the client commands (`status`, `lease`, `release`) read to find their instance and
+ * The config the client commands (`status`, `lease`, `release`, `force-update`) read to find their instance and
  * its ADMIN_TOKEN. The service does not read the file beside the binary: systemd hands it
  * /etc/gpu-turnstile.env (EnvironmentFile=), a --no-copy Windows service gets --config. So after
  * `--config` and GPU_TURNSTILE_CONFIG, the installed service's own config wins when this is the
@@ -19,6 +19,11 @@ export interface ClientConfigOptions {
   execPath?: string;
   /** the installed service; default: read from the unit or the service manager */
   installedService?: () => InstalledService | null;
+  /**
+   * The command acts on the installed service (force-update replaces the service's binary): its
+   * config, when it exists, wins over the file beside this binary, whichever copy runs the command.
+   */
+  forService?: boolean;
 }
 
 export interface ClientConfig {
@@ -38,7 +43,7 @@ export function loadClientConfig(o: ClientConfigOptions): ClientConfig {
     why = "beside this binary";
     const service = (o.installedService ?? readInstalledService)();
     const beside = join(dirname(execPath), CONFIG_FILE_NAME);
-    if (service && (samePath(service.exe, execPath) || (!existsSync(beside) && existsSync(service.config)))) {
+    if (service && (samePath(service.exe, execPath) || ((o.forService || !existsSync(beside)) && existsSync(service.config)))) {
       path = service.config;
       why = `the installed service's config: ${service.recordedIn}`;
     }

@@ -1,21 +1,21 @@
 /**
- * `force-update`: the updater's check once, now (30 s, no retries). When a service is installed,
- * the binary it runs is the one replaced and the service is restarted at once; otherwise the
- * running executable is replaced and the new version applies on its next start.
+ * `force-update`: the updater's check once, now (30 s, no retries). When a service is installed
+ * (as install-service recorded it), the binary it runs is the one replaced and the service is
+ * restarted at once; otherwise the running executable is replaced and the new version applies on
+ * its next start.
  */
-import { appendFileSync, existsSync } from "node:fs";
-import { ConfigError, loadConfig } from "../config/load.ts";
+import { appendFileSync } from "node:fs";
+import { ConfigError, type Env } from "../config/load.ts";
 import type { Config } from "../config/types.ts";
 import { createLogger } from "../observe/log.ts";
 import { useColor } from "../runtime/color.ts";
 import { formatElevatedLine, relaunchElevated } from "../service/elevate.ts";
-import { LINUX_LAYOUT } from "../service/linux-install.ts";
 import { nodePlatform } from "../service/platform-node.ts";
-import { windowsLayout } from "../service/windows-install.ts";
+import { readInstalledService } from "../service/service-config.ts";
 import { SERVICE_NAME, parseState, STATE } from "../service/windows-sc.ts";
 import { forceUpdate } from "../update/index.ts";
 import { VERSION } from "../version.ts";
-import { configAnchor } from "./serve.ts";
+import { loadClientConfig, type ClientConfig, type ClientConfigOptions } from "./client-config.ts";
 
 export interface ForceUpdateCommandOptions {
   configPath?: string;
@@ -23,51 +23,52 @@ export interface ForceUpdateCommandOptions {
   argv: readonly string[];
 }
 
-interface Installed {
+export interface UpdateTarget {
+  /** the update settings (APP_VER, UPDATE_REPO, UPDATE_ASSET) */
+  config: Config;
+  /** `config: <file> (<why>)`, or undefined when no file was read */
+  said: string | undefined;
+  /** the binary to replace: the installed service's, else this one */
   exe: string;
-  config: string;
-}
-
-function installedService(): Installed | undefined {
-  if (process.platform === "win32") {
-    const l = windowsLayout(process.env);
-    return existsSync(l.exePath) ? { exe: l.exePath, config: l.configPath } : undefined;
-  }
-  return existsSync(LINUX_LAYOUT.binPath) ? { exe: LINUX_LAYOUT.binPath, config: LINUX_LAYOUT.configPath } : undefined;
+  installed: boolean;
 }
 
 /**
- * The update settings (APP_VER, UPDATE_REPO, UPDATE_ASSET) from the same file and environment the
- * turnstile uses. Updating needs no upstream, so a config that names none is not an error here.
+ * What force-update replaces and the settings it uses, found as `status` finds its config
+ * (loadClientConfig): --config, GPU_TURNSTILE_CONFIG, else the config install-service recorded for
+ * the service whose binary is replaced, else the file beside this binary. Updating needs no
+ * upstream, so a config that names none is not an error here.
  */
-function updateSettings(configPath: string | undefined): Config {
-  const load = (env: Record<string, string | undefined>) =>
-    loadConfig({ argvConfigPath: configPath, env, execPath: configAnchor() }).config;
+export function updateTarget(o: Omit<ClientConfigOptions, "forService"> & { selfPath: string }): UpdateTarget {
+  const service = (o.installedService ?? readInstalledService)();
+  const load = (env: Env) => loadClientConfig({ ...o, env, forService: true, installedService: () => service });
+  let loaded: ClientConfig;
   try {
-    return load(process.env);
+    loaded = load(o.env);
   } catch (err) {
     if (!(err instanceof ConfigError) || !/OLLAMA_URL/.test(err.message) || !/COMFY_URL/.test(err.message)) throw err;
-    return load({ ...process.env, OLLAMA_URL: "http://127.0.0.1:1" });
+    loaded = load({ ...o.env, OLLAMA_URL: "http://127.0.0.1:1" });
   }
+  return { config: loaded.loaded.config, said: loaded.said, exe: service?.exe ?? o.selfPath, installed: service !== null };
 }
 
 export async function forceUpdateCommand(opts: ForceUpdateCommandOptions): Promise<number> {
-  const installed = installedService();
-  let config: Config;
+  let target: UpdateTarget;
   try {
-    config = updateSettings(opts.configPath ?? (installed && existsSync(installed.config) ? installed.config : undefined));
+    target = updateTarget({ configPath: opts.configPath, env: process.env, selfPath: process.execPath });
   } catch (err) {
     process.stderr.write(`gpu-turnstile: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   }
+  if (target.said) process.stderr.write(`gpu-turnstile: ${target.said}\n`);
   const log = createLogger({ level: "info", format: "text", color: useColor(process.stderr) });
   const p = nodePlatform();
   const result = await forceUpdate({
-    config,
+    config: target.config,
     version: VERSION,
-    execPath: installed?.exe ?? process.execPath,
+    execPath: target.exe,
     log,
-    restartService: async () => restartService(installed !== undefined),
+    restartService: async () => restartService(target.installed),
     elevate:
       process.platform === "win32" && !opts.elevatedLog
         ? async () => (await relaunchElevated(p, { exe: process.execPath, args: opts.argv })).exitCode

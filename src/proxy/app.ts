@@ -143,6 +143,8 @@ export interface ListenerAppDeps {
   readyz?: (classParam: string | null) => Response;
   /** The listener's tenant's classification (LLM_KIND's or IMAGE_KIND's driver); absent: classify.ts's tables. */
   classify?: (method: string, routedPath: string) => WorkClass;
+  /** A request the turnstile answers itself because it manages what it would do (vLLM's /sleep); absent: none. */
+  refuse?: (method: string, routedPath: string) => ErrorReply | undefined;
   /** An `image-sync` request: the request is the job (tenants/sync-job.ts). */
   syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
   /** Resolves once the LLM side is restored after an image turn (vLLM's wake_up); undefined when nothing is owed. */
@@ -237,6 +239,8 @@ export function createListenerApp(deps: ListenerAppDeps): ListenerApp {
       const page = deps.turnstile(req, clientIp);
       return deps.clientIdle ? idleAfterPage(page, req, deps.clientIdle) : page;
     }
+    const own = deps.refuse?.(req.method, door.routed);
+    if (own) return refused(req, "pass", own, clientIp);
     const work = deps.classify?.(req.method, door.routed);
     const cls = work === undefined ? classify(listener, req.method, door.routed) : CLASS_OF[work];
     const t0 = performance.now();

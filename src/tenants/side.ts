@@ -6,6 +6,7 @@
  */
 import { formatDuration } from "../config/duration.ts";
 import type { Config } from "../config/types.ts";
+import type { ErrorReply } from "../http/dialect.ts";
 import type { RequestTarget, RetryPolicy } from "../http/forward.ts";
 import type { JobListener } from "../jobs/events.ts";
 import type { ImageSessions } from "../jobs/session.ts";
@@ -51,6 +52,8 @@ export interface TenantSideDeps {
 export interface TenantSide {
   classifyLlm?: (method: string, routedPath: string) => WorkClass;
   classifyImage?: (method: string, routedPath: string) => WorkClass;
+  /** A request to the LLM side the turnstile answers itself (LlmTenant.refuse: vLLM's /sleep). */
+  refuseLlm?: (method: string, routedPath: string) => ErrorReply | undefined;
   /** Empties the LLM side, proven within UNLOAD_TIMEOUT (`keep`: COEXIST's model, Ollama only). Never throws. */
   releaseLlm?: (keep?: string) => Promise<Released>;
   syncJob?: (req: Request, url: RequestTarget, clientIp: string | undefined) => Promise<Response>;
@@ -72,6 +75,7 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
   const side: TenantSide = {
     classifyLlm: llm && ((m, p) => llm.classify(m, p)),
     classifyImage: image && ((m, p) => image.classify(m, p)),
+    refuseLlm: llm?.refuse && ((m, p) => llm.refuse!(m, p)),
     releaseLlm,
     otherKinds: {
       ollama: llm && !(llm instanceof OllamaTenant) ? llm.label : undefined,

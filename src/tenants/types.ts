@@ -9,7 +9,7 @@
  */
 import type { Config } from "../config/types.ts";
 import type { LlmKind, ImageKind } from "../config/tenant-kinds.ts";
-import type { ImageDialect } from "../http/dialect.ts";
+import type { ErrorReply, ImageDialect } from "../http/dialect.ts";
 
 export type { LlmKind, ImageKind };
 
@@ -140,6 +140,13 @@ export interface LlmTenant extends TenantBase {
    */
   busy?(o: CallOptions): Promise<number>;
   /**
+   * Optional: a request the turnstile answers itself, in the client's dialect, because it manages
+   * what the request would do and the client's own call would break other clients (vLLM's /sleep:
+   * it aborts requests in flight and nothing wakes vLLM before the next chat). Undefined for every
+   * other request. Pure and cheap: called on every request, before `classify`.
+   */
+  refuse?(method: string, routedPath: string): ErrorReply | undefined;
+  /**
    * Called once before the first LLM request after an image turn (or a lease), with that request
    * waiting (vLLM's /wake_up). A failure is logged and the request is sent anyway (the tenant's
    * own error then reaches the client). Bounded by UNLOAD_TIMEOUT.
@@ -165,6 +172,13 @@ export interface ImageTenant extends TenantBase {
    * sent around the turnstile is not cut short by the release.
    */
   busy?(o: CallOptions): Promise<number>;
+  /**
+   * Optional: a request the turnstile answers itself, in the client's dialect, because it manages
+   * what the request would do and the client's own call would break other clients (vLLM's /sleep:
+   * it aborts requests in flight and nothing wakes vLLM before the next chat). Undefined for every
+   * other request. Pure and cheap: called on every request, before `classify`.
+   */
+  refuse?(method: string, routedPath: string): ErrorReply | undefined;
   /**
    * Optional: bring back what `release` dropped (A1111's reload-checkpoint). Called when each image
    * session opens, after the LLM side's hand-over and before the session's first job is sent: a

@@ -9,13 +9,29 @@
  * - `restore` sends `/wake_up` before the first LLM request after an image turn; `/wake_up` (and
  *   `/collective_rpc`, which reloads weights) load the model, so they are LLM work like every other
  *   POST but `/sleep`.
+ * - A client's own `/sleep` through the LLM listener is refused (409, `refuse`): it would abort the
+ *   requests in flight, and vLLM would sleep until the next image turn, every chat meanwhile failing.
+ *   A client's `/wake_up` is LLM work as above and harmless. (A client's unload on the other LLM
+ *   kinds passes, as Ollama's keep_alive:0 does: it leaves what the turnstile's own release leaves,
+ *   and the next request loads the model again.)
  * Needs `VLLM_SERVER_DEV_MODE=1 vllm serve … --enable-sleep-mode`: without it `/is_sleeping` is a
  * 404, and verify says so.
  */
 import { UpstreamHttpError } from "../upstream/http.ts";
 import { holdingFrom, releaseEach, tenantCall, tenantJson } from "./llm-http.ts";
+import type { ErrorReply } from "../http/dialect.ts";
 import type { CallOptions, Holding, LlmTenant, ReleaseCall, Resident, TenantContext, TenantDriver, WorkClass } from "./types.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
+
+/** What a client is told for its own /sleep (any level or tags): the turnstile does it, at the right time. */
+const SLEEP_REFUSED: ErrorReply = {
+  status: 409,
+  type: "managed_by_turnstile",
+  message:
+    "gpu-turnstile: vLLM's sleep and wake are managed by the turnstile (LLM_KIND=vllm): it drains vLLM's requests and puts it to sleep before each image turn, and wakes it for the next LLM request. " +
+    "A client's /sleep would abort the requests in flight and leave every chat failing until the next image turn. " +
+    "To have the card for a program of your own, take a GPU lease (gpu-turnstile lease -- <command>).",
+};
 
 const NOT_ENABLED = "vLLM's sleep mode is not enabled (start it with VLLM_SERVER_DEV_MODE=1 and --enable-sleep-mode)";
 
@@ -41,6 +57,11 @@ export class VllmTenant implements LlmTenant {
 
   classify(method: string, path: string): WorkClass {
     return method === "POST" && path !== "/sleep" ? "llm" : "pass";
+  }
+
+  refuse(method: string, path: string): ErrorReply | undefined {
+    // FastAPI redirects /sleep/ to /sleep: both are the same call.
+    return method === "POST" && (path === "/sleep" || path === "/sleep/") ? SLEEP_REFUSED : undefined;
   }
 
   async busy({ signal }: CallOptions): Promise<number> {

@@ -10,6 +10,7 @@ import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { findInstance } from "../../src/cli/status.ts";
+import { updateTarget } from "../../src/cli/update.ts";
 import { installLinux, LINUX_LAYOUT } from "../../src/service/linux-install.ts";
 import { nodePlatform } from "../../src/service/platform-node.ts";
 import { formatLines } from "../../src/service/report.ts";
@@ -102,6 +103,54 @@ describe("the client commands find the installed service's config", () => {
     expect(value).toBeUndefined();
     expect(err).toContain(host(LINUX_LAYOUT.configPath));
     expect(err).toContain("run this as root (sudo)");
+  });
+});
+
+describe("force-update finds the config as status does", () => {
+  test("any copy replaces the installed service's binary with the settings of the service's config, and says which file", async () => {
+    const installedService = await installed();
+    const other = join(dir, "other", "gpu-turnstile");
+    mkdirSync(join(dir, "other"));
+    writeFileSync(join(dir, "other", "gpu-turnstile.env"), "OLLAMA_URL=http://127.0.0.1:11435\nAPP_VER=dev\n");
+    for (const execPath of [LINUX_LAYOUT.binPath, other]) {
+      const t = updateTarget({ env: {}, execPath, selfPath: execPath, installedService });
+      expect(t.exe).toBe(LINUX_LAYOUT.binPath);
+      expect(t.installed).toBe(true);
+      expect(t.config.appVer).toBe("stable");
+      expect(t.config.adminToken).toBe("the-service-token");
+      expect(t.said).toBe(`config: ${host(LINUX_LAYOUT.configPath)} (the installed service's config: EnvironmentFile= in ${host(LINUX_LAYOUT.unitPath)})`);
+    }
+  });
+
+  test("GPU_TURNSTILE_CONFIG wins over the service's config; a config without upstreams is no error here", async () => {
+    const installedService = await installed();
+    const mine = join(dir, "mine.env");
+    writeFileSync(mine, "APP_VER=dev\n");
+    const t = updateTarget({ env: { GPU_TURNSTILE_CONFIG: mine }, execPath: LINUX_LAYOUT.binPath, selfPath: LINUX_LAYOUT.binPath, installedService });
+    expect(t.config.appVer).toBe("dev");
+    expect(t.said).toBe(`config: ${mine} (named by GPU_TURNSTILE_CONFIG)`);
+  });
+
+  test("no service installed: this binary, and the file beside it", () => {
+    const self = join(dir, "bin", "gpu-turnstile");
+    writeFileSync(join(dir, "bin", "gpu-turnstile.env"), "APP_VER=dev\n");
+    const t = updateTarget({ env: {}, execPath: self, selfPath: self, installedService: () => null });
+    expect(t).toMatchObject({ exe: self, installed: false, said: `config: ${join(dir, "bin", "gpu-turnstile.env")} (beside this binary)` });
+  });
+
+  test("the command says which file it read", () => {
+    const mine = join(dir, "mine.env");
+    writeFileSync(mine, "APP_VER=dev\n");
+    const run = Bun.spawnSync([process.execPath, join(import.meta.dir, "..", "..", "src", "main.ts"), "force-update"], {
+      env: { ...process.env, GPU_TURNSTILE_CONFIG: mine, NO_COLOR: "1" },
+      cwd: dir,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const err = run.stderr.toString();
+    expect(err).toContain(`gpu-turnstile: config: ${mine} (named by GPU_TURNSTILE_CONFIG)\n`);
+    expect(err).toContain("not updating");
+    expect(run.exitCode).toBe(1);
   });
 });
 

@@ -281,6 +281,17 @@ describe("vLLM traps", () => {
     return s;
   };
 
+  test("a client's own /sleep is the turnstile's to refuse (409); /wake_up, the unloads of the other kinds and everything else are not", () => {
+    const t = new VllmTenant(new URL("http://127.0.0.1:1"), true);
+    for (const p of ["/sleep", "/sleep/"]) expect(t.refuse("POST", p)).toMatchObject({ status: 409, type: "managed_by_turnstile" });
+    expect(t.refuse("POST", "/sleep")!.message).toContain("gpu-turnstile lease");
+    for (const [m, p] of [["POST", "/wake_up"], ["POST", "/collective_rpc"], ["GET", "/is_sleeping"], ["POST", "/v1/chat/completions"], ["GET", "/sleep"]] as const) expect(t.refuse(m, p)).toBeUndefined();
+    for (const k of ["llama-server", "llama-swap", "lmstudio"] as const) {
+      const other = LLM_DRIVERS[k]!.create({ base: new URL("http://127.0.0.1:1"), config: { lmstudioToken: "" } as Config, local: true });
+      expect(other.refuse).toBeUndefined();
+    }
+  });
+
   test("a request in flight is drained BEFORE /sleep: it ends whole, and only then does the engine sleep", async () => {
     const s = await vllm({ tokenDelayMs: 20, tokens: 10 });
     await chatOk(s.url, A);

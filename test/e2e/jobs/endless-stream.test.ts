@@ -6,7 +6,7 @@
  * bounds it: past it the running requests are cut and the image job gets the card.
  */
 import { afterEach, expect, test } from "bun:test";
-import { newPromptId, promptBody, type Stack, startStack, submit, until, warnLines } from "./helpers.ts";
+import { newPromptId, postJson, promptBody, type Stack, startStack, submit, until, warnLines } from "./helpers.ts";
 
 let s: Stack | undefined;
 afterEach(async () => {
@@ -31,5 +31,19 @@ test("an image job waits for a chat that streams without end for LLM_DRAIN_TIMEO
   await drain;
   expect((await job).status).toBe(200);
   expect(warnLines(s.t, "LLM_DRAIN_TIMEOUT (1s)")).toHaveLength(1);
+  expect(warnLines(s.t, "an image job waited LLM_DRAIN_TIMEOUT (1s)")).toHaveLength(1);
+  expect(s.gpu.overlaps()).toEqual([]);
+});
+
+test("a lease kept waiting by an endless chat: the warning names the lease and its holder, not an image job", async () => {
+  s = await startStack({ ollama: { tokens: 10_000, tokenDelayMs: 50 }, env: { LLM_IDLE_TIMEOUT: "500ms", LLM_DRAIN_TIMEOUT: "1s" } });
+  const chat = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", body: JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] }) });
+  expect(chat.status).toBe(200);
+  const cut = chat.text().catch(() => "");
+  const lease = postJson(`${s.t.comfyUrl}/turnstile/lease`, { holder: "train.py", ttl: "1m" });
+  await until(() => s!.t.lock.state === "lease", "the lease on the card", 3000);
+  await cut;
+  expect((await lease).status).toBe(200);
+  expect(warnLines(s.t, "LLM_DRAIN_TIMEOUT (1s)")).toEqual([expect.stringContaining('a GPU lease for "train.py" waited LLM_DRAIN_TIMEOUT (1s) for running LLM requests: 1 cut')]);
   expect(s.gpu.overlaps()).toEqual([]);
 });

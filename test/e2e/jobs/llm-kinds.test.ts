@@ -156,6 +156,29 @@ test("vLLM: asleep after an image turn, it is woken before the first chat, which
   expect(s.gpu.overlaps()).toEqual([]);
 });
 
+// A client's own /sleep through the turnstile used to reach vLLM: it aborted the answers in flight
+// and left vLLM asleep until the next image turn (503 ModelSleepingError for every chat meanwhile).
+test("vLLM: a client's own /sleep is refused in its dialect and vLLM stays awake; its /wake_up is harmless; the next chat is answered", async () => {
+  const c = LLM_KIND_CASES[3] as LlmKindCase;
+  const s = (stack = await startKind(c));
+  const v = s.llm as VllmSim;
+  for (const path of ["/sleep?level=1", "/sleep?level=2&mode=abort", "/sleep/"]) {
+    const r = await fetch(`${s.t.ollamaUrl}${path}`, { method: "POST" });
+    expect(r.status).toBe(409);
+    expect(((await r.json()) as { error: string }).error).toStartWith("gpu-turnstile: vLLM's sleep and wake are managed by the turnstile");
+  }
+  expect(v.sleeping()).toBe(false);
+  expect(s.llm.calls.filter((cl) => cl.path.startsWith("/sleep"))).toEqual([]);
+  const woken = await fetch(`${s.t.ollamaUrl}/wake_up`, { method: "POST" });
+  expect(woken.status).toBe(200);
+  await woken.text();
+  const r = await chat(s, c);
+  expect(r.status).toBe(200);
+  await r.text();
+  expect(s.t.logLines.some((l) => l.includes("/sleep") && l.includes("409"))).toBe(true);
+  expect(s.gpu.overlaps()).toEqual([]);
+});
+
 test("llama-server: a model --fit squeezed into what was left after an image turn is reported at warn, like Ollama's partial offload", async () => {
   const c = LLM_KIND_CASES[0] as LlmKindCase;
   const gpu = new SimGpu({ vramBytes: 9_000_000_000 });
