@@ -43,6 +43,10 @@ beforeAll(async () => {
     dir,
     logFile: join(dir, "turnstile.log"),
     presetFetchLimit: true,
+    // A cloud-looking model is confirmed by asking Ollama (/api/show) within PROBE_TIMEOUT; on a busy
+    // box the simulator, inflating the bodies forwarded before, answered late, and the turnstile
+    // rightly took the lock for them (fail closed). Here the question is /healthz, not that bound.
+    extraEnv: { PROBE_TIMEOUT: "30s" },
   });
   await waitHttp(`${controlUrl}/`, 15_000, "control server");
   // Cloud names are known as cloud once the first probe has read Ollama's version.
