@@ -94,7 +94,6 @@ beforeAll(async () => {
 afterAll(() => Promise.all([s?.stop(), waiting?.stop(), gaps?.stop()]));
 
 describe("CLIENT_IDLE_TIMEOUT=1s", () => {
-
   test.concurrent("a connection kept alive after its answer, then silent, is closed", async () => {
     const c = await plainIdle(s.t.ollamaUrl);
     expect(c.got()).not.toContain("connection: close");
