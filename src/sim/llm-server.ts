@@ -40,6 +40,8 @@ export interface LlmSim {
   loads(): number;
   /** Switches the lying modes at run time. */
   setLying(modes: LyingModes): void;
+  /** Changes how fast the next answers come (a test makes one stream long, not the chat before it). */
+  setTiming(t: Partial<Pick<LlmEngine["timing"], "tokenDelayMs" | "tokens">>): void;
   override(method: string, path: string, handler: OverrideHandler): () => void;
   clearCalls(): void;
   stop(): Promise<void>;
@@ -99,6 +101,9 @@ export async function serveLlmSim(
     resident: () => [...engine.instances.keys()],
     inflight: () => engine.inflight(),
     loads: () => engine.loadCount,
+    setTiming(t) {
+      Object.assign(engine.timing, t);
+    },
     setLying(modes) {
       Object.assign(lying, modes);
     },

@@ -143,8 +143,10 @@ for (const k of KINDS) {
     });
 
     test("lying: a release refused while a request is in flight is not released either (and not a lie)", async () => {
-      const s = await started(k, { refuseWhileBusy: true, tokenDelayMs: 50, tokens: 30 });
+      const s = await started(k, { refuseWhileBusy: true });
       await k.occupy(s);
+      // Only the stream below must outlast the bound by far; the chat that occupied the card need not.
+      s.setTiming({ tokenDelayMs: 50, tokens: 30 });
       const auth: Record<string, string> = k.name === "lmstudio" ? { Authorization: `Bearer ${TOKEN}` } : {};
       const stream = await streaming(s.url, A, auth);
       const r = await handOver(k.tenant(s.url), BOUND);
@@ -305,8 +307,9 @@ describe("vLLM traps", () => {
   });
 
   test("a request that outlasts the bound is never cut: no /sleep is sent and the hand-over fails closed", async () => {
-    const s = await vllm({ tokenDelayMs: 50, tokens: 20 });
+    const s = await vllm();
     await chatOk(s.url, A);
+    s.setTiming({ tokenDelayMs: 50, tokens: 20 });
     const stream = await streaming(s.url, A);
     const r = await handOver(new VllmTenant(new URL(s.url), false), { ...BOUND, timeoutMs: 200 });
     expect(r.released).toBe(false);

@@ -35,7 +35,7 @@ test("at the default level: upstreams up, one summary per image job with its tim
 
   const lines = s.t.logLines.map((l) => l.replace(/^\S+ /, "")); // drop the timestamp
   const summary = new RegExp(
-    `^NOTE  image job (\\d+) completed; GPU released job=\\1 prompt_id=${id} outcome=completed wait=\\S+ unload=\\S+ job=\\S+ free=\\S+ held=\\S+\\n$`,
+    `^NOTE  image job (\\d+) completed; GPU released job=\\1 prompt_id=${id} outcome=completed wait=\\S+ unload=\\S+ job_ms=\\S+ free=\\S+ held=\\S+\\n$`,
   );
   expect(lines.filter((l) => summary.test(l))).toHaveLength(1);
   expect(lines.filter((l) => /^NOTE  (ollama|comfy) is up version=/.test(l))).toHaveLength(2);

@@ -77,21 +77,30 @@ async function plainIdle(base: string): Promise<Raw> {
 
 const get = (path: string, host = "127.0.0.1") => `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n\r\n`;
 
-describe("CLIENT_IDLE_TIMEOUT=1s", () => {
-  let s: Stack;
-  beforeAll(async () => {
-    s = await startStack({ CLIENT_IDLE_TIMEOUT: "1s" }, { ollama: { tokenDelayMs: 100 } });
-    await s.t.probed;
-  });
-  afterAll(() => s.stop());
+// Each case waits for Bun's timer tick, so they run side by side (test.concurrent), each on a
+// stack of its own where one's lock or connections could change what another sees.
+let s: Stack;
+let waiting: Stack;
+let gaps: Stack;
+beforeAll(async () => {
+  [s, waiting, gaps] = await Promise.all([
+    startStack({ CLIENT_IDLE_TIMEOUT: "1s" }, { ollama: { tokenDelayMs: 100 } }),
+    startStack({ CLIENT_IDLE_TIMEOUT: "1s" }, { ollama: { tokenDelayMs: 100 } }),
+    // 4.5 s between tokens: longer than Bun's timer takes to close an idle connection.
+    startStack({ CLIENT_IDLE_TIMEOUT: "1s" }, { ollama: { tokenDelayMs: 4500, loadMs: 10 } }),
+  ]);
+  await Promise.all([s.t.probed, waiting.t.probed, gaps.t.probed]);
+});
+afterAll(() => Promise.all([s?.stop(), waiting?.stop(), gaps?.stop()]));
 
-  test("a connection kept alive after its answer, then silent, is closed", async () => {
+describe("CLIENT_IDLE_TIMEOUT=1s", () => {
+  test.concurrent("a connection kept alive after its answer, then silent, is closed", async () => {
     const c = await plainIdle(s.t.ollamaUrl);
     expect(c.got()).not.toContain("connection: close");
     await until(c.closed, "the idle connection closed", CLOSED_WITHIN_MS);
   }, 30_000);
 
-  test("a connection that stops half-way through its next request head is closed, whatever its first answer was", async () => {
+  test.concurrent("a connection that stops half-way through its next request head is closed, whatever its first answer was", async () => {
     const body = JSON.stringify({ model: "llama3.2", prompt: "hi", options: { num_predict: 2 } });
     const conns = await Promise.all([
       // The listener's own answer, a pass-through (pooled upstream), a streamed LLM answer, a
@@ -107,22 +116,22 @@ describe("CLIENT_IDLE_TIMEOUT=1s", () => {
     await until(() => conns.every((c) => c.closed()), "every half-head connection closed", CLOSED_WITHIN_MS);
   }, 30_000);
 
-  test("a request waiting for the GPU while a plain idle connection is closed is never cut", async () => {
-    await startImageJob(s.t, 30_000);
-    const waited = postJson(`${s.t.ollamaUrl}/api/generate`, { model: "llama3.2", prompt: "hi", stream: false });
-    await until(() => s.t.lock.snapshot().llmWaiting === 1, "the chat waiting for the image job");
-    const idle = await plainIdle(s.t.ollamaUrl);
+  test.concurrent("a request waiting for the GPU while a plain idle connection is closed is never cut", async () => {
+    await startImageJob(waiting.t, 30_000);
+    const waited = postJson(`${waiting.t.ollamaUrl}/api/generate`, { model: "llama3.2", prompt: "hi", stream: false });
+    await until(() => waiting.t.lock.snapshot().llmWaiting === 1, "the chat waiting for the image job");
+    const idle = await plainIdle(waiting.t.ollamaUrl);
     await until(idle.closed, "the plain idle connection closed", CLOSED_WITHIN_MS);
-    expect(s.t.lock.snapshot().llmWaiting).toBe(1);
+    expect(waiting.t.lock.snapshot().llmWaiting).toBe(1);
     // The job ends as the operator frees the card: the chat then runs.
-    await fetch(`${s.t.comfyUrl}/interrupt`, { method: "POST" });
+    await fetch(`${waiting.t.comfyUrl}/interrupt`, { method: "POST" });
     const res = await waited;
     expect(res.status).toBe(200);
     expect(((await res.json()) as { done: boolean }).done).toBe(true);
-    expect(s.pair.gpu.overlaps()).toEqual([]);
+    expect(waiting.pair.gpu.overlaps()).toEqual([]);
   }, 60_000);
 
-  test("a /ws relay that carries nothing while plain idle connections are closed stays open", async () => {
+  test.concurrent("a /ws relay that carries nothing while plain idle connections are closed stays open", async () => {
     const ws = new WebSocket(`${s.t.comfyUrl.replace("http", "ws")}/ws?clientId=quiet`);
     let closed = false;
     ws.onclose = () => (closed = true);
@@ -141,18 +150,11 @@ describe("CLIENT_IDLE_TIMEOUT=1s", () => {
 });
 
 describe("CLIENT_IDLE_TIMEOUT=1s, a stream with long gaps", () => {
-  let s: Stack;
-  beforeAll(async () => {
-    // 4.5 s between tokens: longer than Bun's timer takes to close an idle connection.
-    s = await startStack({ CLIENT_IDLE_TIMEOUT: "1s" }, { ollama: { tokenDelayMs: 4500, loadMs: 10 } });
-    await s.t.probed;
-  });
-  afterAll(() => s.stop());
 
-  test("is read to its end while a plain idle connection beside it is closed", async () => {
-    const stream = await postJson(`${s.t.ollamaUrl}/api/generate`, { model: "llama3.2", prompt: "hi", options: { num_predict: 1 } });
+  test.concurrent("is read to its end while a plain idle connection beside it is closed", async () => {
+    const stream = await postJson(`${gaps.t.ollamaUrl}/api/generate`, { model: "llama3.2", prompt: "hi", options: { num_predict: 1 } });
     expect(stream.status).toBe(200);
-    const idle = await plainIdle(s.t.ollamaUrl);
+    const idle = await plainIdle(gaps.t.ollamaUrl);
     const chunks = await readTimed(stream);
     expect(chunks.map((c) => c.text).join("")).toContain('"done":true');
     await until(idle.closed, "the plain idle connection closed", CLOSED_WITHIN_MS);
