@@ -96,7 +96,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const sentId = admission.body.promptId;
   const clientId = admission.body.clientId;
   const fresh = admission.fresh;
-  const who = deps.identify?.({ authorization: incoming.headers.get("authorization"), clientId, address: clientIp });
+  const who = deps.identify?.({ authorization: incoming.headers.get("authorization"), clientId, address: clientIp, headers: incoming.headers });
   // A quota refuses on arrival, before anything is held: a job once accepted is never dropped.
   const limit = who?.images ?? deps.quota?.limit ?? 0;
   const slot = who && deps.quota?.slots.take(who.client, limit);
