@@ -15,6 +15,8 @@ import { clientBehindProxy } from "../../src/status/auth.ts";
 import { EventHub } from "../../src/status/events.ts";
 import { StatusModel, type StatusDoc } from "../../src/status/model.ts";
 import { statusRoutes } from "../../src/status/routes.ts";
+import { placeInLine, type LineClient } from "../../src/status/line.ts";
+import { fairSetup } from "../../src/fair/setup.ts";
 import { bareSteering } from "./helpers.ts";
 
 const TOKEN = "admin-token-0123456789";
@@ -106,6 +108,30 @@ describe("a balancer on another machine, named in TRUSTED_PROXIES", () => {
     expect((await routes(post("/turnstile/release", { "x-forwarded-for": "127.0.0.1", authorization: `Bearer ${TOKEN}` }), "192.168.1.5")).status).toBe(200);
     // And loopback without forwarding headers is as it was.
     expect((await routes(post("/turnstile/release"), "127.0.0.1")).status).toBe(200);
+  });
+
+  test("a reader behind it sees its own place in line, told by the address it forwards; a spoofed header from anyone else tells nothing", async () => {
+    const s = fairSetup({ fairClasses: "interactive:4,normal:2,batch:1", fairChatsFirst: "batch", clientsFile: "", trustedProxies: "192.168.1.5" }, undefined);
+    if (!s.ok) throw new Error(s.message);
+    const fair = s.fair;
+    const lock = new GpuLock();
+    const chat = lock.tryAcquireLLM()!;
+    void lock.acquireImage(undefined, { client: "10.0.0.9", cls: "normal", tag: 1 });
+    void lock.acquireImage(undefined, { client: "10.0.0.7", cls: "normal", tag: 2 });
+    const model = new StatusModel({ version: "v1", upstreams: ["comfy"] });
+    const routes = statusRoutes({
+      model,
+      hub: new EventHub({ model }),
+      adminToken: TOKEN,
+      trustedProxies: fair.trustedProxies,
+      line: (seen) => placeInLine(lock.imageLine(), () => 5, seen && fair.identify(seen).client),
+    });
+    const read = async (peer: string, xff: string) => (await (await routes(get("/turnstile/status", { "x-forwarded-for": xff }), peer)).json()) as { line: LineClient[]; can_steer: boolean };
+    const mine = await read("192.168.1.5", "6.6.6.6, 10.0.0.9");
+    expect(mine).toMatchObject({ can_steer: false, line: [{ client: "10.0.0.9", jobs: [{ job: 1, position: 1 }] }] });
+    expect(JSON.stringify(mine.line)).not.toContain("10.0.0.7");
+    expect((await read("10.0.0.66", "10.0.0.9")).line).toEqual([]);
+    chat.release();
   });
 });
 
