@@ -45,7 +45,6 @@ import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./obse
 import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
 import { StatusModel } from "./status/model.ts";
-import { parseTrustedProxies } from "./status/auth.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { placeInLine } from "./status/line.ts";
 import { Steering } from "./status/steer.ts";
@@ -340,7 +339,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       model: status,
       hub,
       adminToken: config.adminToken,
-      trustedProxies: parseTrustedProxies(config.trustedProxies),
+      trustedProxies: fair.trustedProxies,
       steering,
       card,
       // The loopback listener's Host rule, whatever the listener binds (issue 18: steering).
@@ -443,8 +442,8 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
 
   // Concurrent LLM requests per client (issue 30): never on the nested listener (part of an image job).
   const llmSlots = new ClientQuota();
-  // An LLM request's client: its key, else its address (no client_id on the LLM side).
-  const llmClient = (req: Request, clientIp: string | undefined) => fair.identify({ authorization: req.headers.get("authorization"), address: clientIp });
+  // An LLM request's client: its key, else its address (no client_id on the LLM side), a trusted proxy's forwarded one.
+  const llmClient = (req: Request, clientIp: string | undefined) => fair.identify({ authorization: req.headers.get("authorization"), address: clientIp, headers: req.headers });
   const llmQuota: LlmQuota | undefined = !(config.quotaLlmRequests > 0 || fair.llmQuotas) ? undefined : {
     take: (req, clientIp) => {
       const who = llmClient(req, clientIp);

@@ -481,9 +481,10 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "",
     defaultDoc: "_(empty = none)_",
     kind: "string",
-    pattern: /^\s*((127(\.[0-9]{1,3}){3}|\[?::1\]?)(\s*,\s*(127(\.[0-9]{1,3}){3}|\[?::1\]?))*)?\s*$/,
-    expected: "comma-separated loopback addresses (127.x.x.x or ::1) of proxies on this machine",
-    doc: "Loopback addresses of a reverse proxy on this machine (nginx, HAProxy) whose X-Forwarded-For / X-Real-IP / Forwarded headers are believed. A request that carries one of them is never a loopback client for steering unless it comes from a proxy named here and every such header names a loopback client at its last hop; name only a proxy that writes them itself.",
+    // Only the shape here; fair/forwarded.ts reads each address (octets, prefix lengths) at start.
+    pattern: /^\s*(((\d{1,3}(\.\d{1,3}){3})|\[?[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\]?)(\/\d{1,3})?(\s*,\s*((\d{1,3}(\.\d{1,3}){3})|\[?[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\]?)(\/\d{1,3})?)*)?\s*$/,
+    expected: "comma-separated IP addresses or ranges of proxies (127.0.0.1, 192.168.1.5, 10.0.0.0/24, ::1)",
+    doc: "Addresses or ranges of the reverse proxies and balancers in front of this turnstile, on this machine (127.0.0.1) or another (192.168.1.5, 10.0.0.0/24), whose X-Forwarded-For / Forwarded / X-Real-IP headers are believed. A request from one is counted (fair turns, quotas, CLIENTS_FILE cidr= rules, place in line) as from the client they name: the rightmost address not itself a trusted proxy, every such header agreeing, else the proxy itself. For steering, only a proxy on this machine can pass a loopback client, and only when every hop is loopback: a balancer on another machine never makes a request a loopback client. Name only proxies that write these headers themselves.",
   },
   {
     key: "CARD_NAME",

@@ -7,6 +7,7 @@
  * hold a hash of it, and names made from one are a hash too. Pure: the file is read by the caller.
  */
 import { createHash } from "node:crypto";
+import type { HeaderSource } from "./forwarded.ts";
 
 export interface ClientRule {
   readonly name: string;
@@ -37,7 +38,10 @@ export interface Identity {
 export interface Seen {
   readonly authorization?: string | null;
   readonly clientId?: string;
+  /** The TCP peer. */
   readonly address?: string;
+  /** The request's headers: when the peer is a TRUSTED_PROXIES proxy, Fair.identify (setup.ts) goes by the client they name. */
+  readonly headers?: HeaderSource;
 }
 
 export const DEFAULT_CLASS = "normal";
@@ -131,7 +135,7 @@ export function parseClients(text: string, classes: readonly string[]): ParsedCl
 }
 
 /** An address as a 128-bit number; IPv4 (and IPv4-mapped IPv6) as ::ffff:a.b.c.d. */
-interface Ip {
+export interface Ip {
   readonly v: bigint;
 }
 
@@ -201,6 +205,6 @@ export function parseRange(s: string): Range | undefined {
 
 const mask = (bits: number) => (bits === 0 ? 0n : ((1n << 128n) - 1n) ^ ((1n << BigInt(128 - bits)) - 1n));
 
-function inRange(ip: Ip, r: Range): boolean {
+export function inRange(ip: Ip, r: Range): boolean {
   return (ip.v & mask(r.bits)) === r.base;
 }

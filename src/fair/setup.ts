@@ -1,5 +1,6 @@
-/** FAIR_CLASSES, FAIR_CHATS_FIRST and CLIENTS_FILE's text, checked together into what the lock and the jobs use. */
+/** FAIR_CLASSES, FAIR_CHATS_FIRST, TRUSTED_PROXIES and CLIENTS_FILE's text, checked together into what the lock and the jobs use. */
 import { parseClasses } from "./classes.ts";
+import { clientAddress, parseTrustedProxies, type TrustedProxies } from "./forwarded.ts";
 import { identify, parseClients, type Identity, type Seen } from "./identity.ts";
 import type { TurnClass } from "./turns.ts";
 
@@ -9,12 +10,15 @@ export interface Fair {
   readonly classes: readonly TurnClass[];
   /** Some client of CLIENTS_FILE has its own LLM quota (`llm=N`). */
   readonly llmQuotas: boolean;
+  /** TRUSTED_PROXIES: their forwarding headers name the client (forwarded.ts). */
+  readonly trustedProxies: TrustedProxies;
+  /** Who sent a request: behind a trusted proxy, by the address it forwards (seen.headers). */
   identify(seen: Seen): Identity;
 }
 
 /** `clientsText`: CLIENTS_FILE's content (undefined = no file). An error names the setting and line. */
 export function fairSetup(
-  settings: { fairClasses: string; fairChatsFirst: string; clientsFile: string },
+  settings: { fairClasses: string; fairChatsFirst: string; clientsFile: string; trustedProxies?: string },
   clientsText: string | undefined,
 ): { ok: true; fair: Fair } | { ok: false; message: string } {
   const { clientsFile } = settings;
@@ -28,5 +32,16 @@ export function fairSetup(
   const p = parseClients(clientsText ?? "", c.classes.map((k) => k.name));
   if (!p.ok) return { ok: false, message: `CLIENTS_FILE ${clientsFile} line ${p.line}: ${p.message}` };
   const rules = p.rules;
-  return { ok: true, fair: { classes, llmQuotas: rules.some((r) => (r.llm ?? 0) > 0), identify: (seen) => identify(seen, rules) } };
+  const t = parseTrustedProxies(settings.trustedProxies ?? "");
+  if (!t.ok) return { ok: false, message: `TRUSTED_PROXIES: ${t.message}` };
+  const proxies = t.proxies;
+  return {
+    ok: true,
+    fair: {
+      classes,
+      llmQuotas: rules.some((r) => (r.llm ?? 0) > 0),
+      trustedProxies: proxies,
+      identify: (seen) => identify({ ...seen, address: clientAddress(seen.address, seen.headers, proxies) }, rules),
+    },
+  };
 }

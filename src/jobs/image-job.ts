@@ -90,7 +90,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const sentId = admission.body.promptId;
   const clientId = admission.body.clientId;
   const fresh = admission.fresh;
-  const fair = admitImageJob(deps, { authorization: incoming.headers.get("authorization"), clientId, address: clientIp });
+  const fair = admitImageJob(deps, { authorization: incoming.headers.get("authorization"), clientId, address: clientIp, headers: incoming.headers });
   if (!fair.ok) {
     deps.promptIds.forget(sentId);
     return errorResponse("comfy", fair.reply);

@@ -7,11 +7,13 @@
  *   names this machine: a DNS-rebinding page also comes from loopback, but under its own name;
  * - a loopback peer that relays for someone (Forwarded, X-Forwarded-For, X-Real-IP) is not the
  *   client: nginx or HAProxy on this machine connects from 127.0.0.1 for every client of the LAN.
- *   Unless TRUSTED_PROXIES names it, it passes only with the token (clientBehindProxy);
+ *   Unless TRUSTED_PROXIES names it and its client is on this machine, it passes only with the
+ *   token (clientBehindProxy). A balancer on another machine never vouches for a loopback client;
  * - everyone else is refused.
  * Pure: the listener hands in the peer address it saw.
  */
 import type { timingSafeEqual as TimingSafeEqual } from "node:crypto";
+import { forwardingHeaders, isTrustedProxy, relayedClient, type HeaderSource, type TrustedProxies } from "../fair/forwarded.ts";
 
 export type Authorisation =
   | { ok: true; via: "loopback" | "token" }
@@ -118,85 +120,23 @@ function isLoopbackV4(a: string): boolean {
   return octets.every((n) => n >= 0 && n <= 255) && octets[0] === 127;
 }
 
-/** The headers a proxy writes for the client it relays; any one of them makes a request relayed. */
-const FORWARDING = ["forwarded", "x-forwarded-for", "x-real-ip"] as const;
-
-export interface HeaderSource {
-  get(name: string): string | null;
-}
-
 /**
- * The address a request is judged by, and, when it is judged as from nowhere, the header that made
- * it so. Only a loopback peer's headers matter (any other peer is not trusted anyway). A loopback
- * peer that sent a forwarding header is a proxy on this machine: unless TRUSTED_PROXIES names it,
- * its request has no client address (only the token passes). A named proxy's request is judged by
- * the client each forwarding header names at its last hop (the hop that proxy wrote; earlier ones
- * are the client's own words), and every header present must name loopback: a proxy that sets
- * X-Real-IP but passes a client's own `Forwarded: for=127.0.0.1` through is not fooled by it.
+ * The address a request is judged by, and, when it is judged as from nowhere, the headers that made
+ * it so. Only a loopback peer's headers matter: any other peer is not loopback however it was
+ * relayed, and a balancer on another machine that TRUSTED_PROXIES names is trusted for who its
+ * clients are (fair turns), never for steering. A loopback peer that sent a forwarding header is a
+ * proxy on this machine: unless TRUSTED_PROXIES names it, its request has no client address (only
+ * the token passes). A named proxy's request is judged by the client the headers name
+ * (fair/forwarded.ts: the rightmost hop not itself a trusted proxy, every header agreeing), and
+ * counts as loopback only when that client and every proxy skipped on the way are loopback too: a
+ * "127.0.0.1" written by a balancer on another machine is that machine.
  */
-export function clientBehindProxy(
-  peer: string | undefined,
-  headers: HeaderSource,
-  trustedProxies: readonly string[],
-): { address: string | undefined; proxied?: string } {
+export function clientBehindProxy(peer: string | undefined, headers: HeaderSource, trustedProxies: TrustedProxies): { address: string | undefined; proxied?: string } {
   if (peer === undefined || !isLoopback(peer)) return { address: peer };
-  const present = FORWARDING.filter((h) => headers.get(h) !== null);
+  const present = forwardingHeaders(headers);
   if (present.length === 0) return { address: peer };
-  const proxied = present.map(headerName).join(", ");
-  if (!trustedProxies.includes(canonicalIp(peer))) return { address: undefined, proxied };
-  let client: string | undefined;
-  for (const h of present) {
-    const hop = lastHop(h, headers.get(h)!);
-    if (hop === undefined || !isLoopback(hop)) return { address: hop, proxied };
-    client = hop;
-  }
-  return { address: client };
-}
-
-const headerName = (h: (typeof FORWARDING)[number]): string => (h === "forwarded" ? "Forwarded" : h === "x-real-ip" ? "X-Real-IP" : "X-Forwarded-For");
-
-/** The client address the last proxy wrote in a forwarding header (the list's last element), bare. */
-function lastHop(header: (typeof FORWARDING)[number], value: string): string | undefined {
-  const last = value.split(",").at(-1)!.trim();
-  let addr = last;
-  if (header === "forwarded") {
-    const m = /(?:^|;)\s*for\s*=\s*("[^"]*"|[^;]*)/i.exec(last);
-    if (!m) return undefined;
-    addr = m[1]!.trim().replace(/^"|"$/g, "");
-  }
-  // [v6]:port, [v6], or v4:port (RFC 7239 §6); obfuscated names ("unknown", "_hidden") stay as
-  // they are and are not loopback.
-  const v6 = /^\[([^\]]+)\](?::\d+)?$/.exec(addr);
-  if (v6) return v6[1];
-  const v4port = /^(\d{1,3}(?:\.\d{1,3}){3}):\d+$/.exec(addr);
-  return v4port ? v4port[1] : addr === "" ? undefined : addr;
-}
-
-/** One spelling of an address, as TRUSTED_PROXIES is compared: lower case, no zone, IPv4-mapped as IPv4. */
-export function canonicalIp(address: string): string {
-  let a = address.toLowerCase().replace(/^\[|\]$/g, "");
-  const zone = a.indexOf("%");
-  if (zone >= 0) a = a.slice(0, zone);
-  if (a === "0:0:0:0:0:0:0:1") return "::1";
-  for (const prefix of ["::ffff:", "0:0:0:0:0:ffff:"]) {
-    if (!a.startsWith(prefix)) continue;
-    const rest = a.slice(prefix.length);
-    if (rest.includes(".")) return rest;
-    const m = /^([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(rest);
-    if (m) {
-      const hi = parseInt(m[1]!, 16);
-      const lo = parseInt(m[2]!, 16);
-      return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-    }
-  }
-  return a;
-}
-
-/** TRUSTED_PROXIES as written (comma-separated loopback addresses) → their canonical spellings. */
-export function parseTrustedProxies(text: string): string[] {
-  return text
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s !== "")
-    .map(canonicalIp);
+  const proxied = present.join(", ");
+  if (!isTrustedProxy(peer, trustedProxies)) return { address: undefined, proxied };
+  const r = relayedClient(headers, trustedProxies);
+  return r?.ok && r.local ? { address: r.client } : { address: undefined, proxied };
 }

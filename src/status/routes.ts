@@ -5,6 +5,7 @@
 import { parseDuration } from "../config/duration.ts";
 import { readCapped } from "../http/read-capped.ts";
 import { hostName } from "../proxy/host-guard.ts";
+import type { TrustedProxies } from "../fair/forwarded.ts";
 import type { Seen } from "../fair/identity.ts";
 import { authorise, clientBehindProxy, crossSiteRequest, forbidden } from "./auth.ts";
 import type { LineClient } from "./line.ts";
@@ -32,8 +33,8 @@ export interface StatusRoutesDeps {
    * Default: `localhost` and IP literals only.
    */
   machineHost?: (host: string) => boolean;
-  /** TRUSTED_PROXIES, canonical (auth.ts parseTrustedProxies): loopback proxies whose forwarding headers are believed. */
-  trustedProxies?: readonly string[];
+  /** TRUSTED_PROXIES (fair/forwarded.ts): proxies whose forwarding headers are believed; only loopback ones vouch for a loopback client. */
+  trustedProxies?: TrustedProxies;
   /** CARD_NAME, put in the page's title (before its script runs: a tab list tells the cards apart). */
   card?: string;
   /**
@@ -108,7 +109,7 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
 /** Who asks, for its own place in line: undefined for one who may steer (it sees every client). */
 function viewer(canSteer: boolean, req: Request, clientIp: string | undefined): Seen | undefined {
   if (canSteer) return undefined;
-  return { authorization: req.headers.get("authorization"), clientId: new URL(req.url).searchParams.get("client_id") ?? undefined, address: clientIp };
+  return { authorization: req.headers.get("authorization"), clientId: new URL(req.url).searchParams.get("client_id") ?? undefined, address: clientIp, headers: req.headers };
 }
 
 async function steer(s: Steering, req: Request, path: string, by: string): Promise<Response> {

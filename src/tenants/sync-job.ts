@@ -84,7 +84,7 @@ async function takeTurn(image: ImageTenant, signal: AbortSignal): Promise<() => 
 export function handleSyncJob(req: Request, url: RequestTarget | undefined, clientIp: string | undefined, d: SyncJobDeps): Promise<Response> {
   const { emit, settings, image } = d;
   // Before anything is held: a job past its client's quota is refused, in the tenant's own shape.
-  const fair = admitImageJob(d.fair ?? {}, { authorization: req.headers.get("authorization"), address: clientIp });
+  const fair = admitImageJob(d.fair ?? {}, { authorization: req.headers.get("authorization"), address: clientIp, headers: req.headers });
   if (!fair.ok) return Promise.resolve(errorResponse(image.dialect ?? "comfy", fair.reply));
   const jobId = takeJobId();
   // Such a job has no id of its own: the status and the log name it by its number and route.

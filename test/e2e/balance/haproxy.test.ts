@@ -1,14 +1,15 @@
 /**
  * The proof of issue 20: a real HAProxy, run from the shipped recipe (deploy/haproxy.cfg), in front
  * of two turnstiles, each with its own simulated card. Chats avoid the card that runs an image job,
- * image jobs spread over the free cards, a client's follow-up calls reach its card, and each card's
- * ledger shows no overlap. Skips with a note when haproxy (Debian package `haproxy`) is missing.
+ * image jobs spread over the free cards, a client's follow-up calls reach its card, two clients on
+ * one card are two clients there (TRUSTED_PROXIES), and each card's ledger shows no overlap. Skips with a note when haproxy (Debian package `haproxy`) is missing.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { findHaproxy, startHaproxy, type RunningHaproxy } from "../../../src/demo/haproxy.ts";
 import { callsTo, newPromptId, promptBody, startStack, until, type Stack } from "../jobs/helpers.ts";
 import { scrape } from "../proxy/helpers.ts";
 import { sampleValue } from "../../support/prom-parse.ts";
+import { twoClientsOnOneCard } from "./from-address.ts";
 
 const haproxy = findHaproxy();
 if (!haproxy) console.warn("haproxy is not installed (Debian package haproxy, .ci/system-deps.sh): the HAProxy recipe test is skipped");
@@ -18,7 +19,8 @@ let lb: RunningHaproxy;
 
 beforeAll(async () => {
   if (!haproxy) return;
-  cards = [await startStack({ env: { CARD_NAME: "card1" } }), await startStack({ env: { CARD_NAME: "card2" } })];
+  // HAProxy connects from 127.0.0.1: the README's TRUSTED_PROXIES for a balancer on the cards' machine.
+  cards = [await startStack({ env: { CARD_NAME: "card1", TRUSTED_PROXIES: "127.0.0.1" } }), await startStack({ env: { CARD_NAME: "card2", TRUSTED_PROXIES: "127.0.0.1" } })];
   const addr = (u: string) => new URL(u).host;
   lb = await startHaproxy(haproxy.path, cards.map((c) => ({ ollama: addr(c.t.ollamaUrl), comfy: addr(c.t.comfyUrl) })));
 });
@@ -184,4 +186,10 @@ describe.skipIf(!haproxy)("HAProxy in front of two cards, from deploy/haproxy.cf
     a.ws.close();
     b.ws.close();
   });
+
+  test("two clients of one card, from two addresses, are two clients there: the second's job is next in line, not behind the first's three", async () => {
+    await Promise.all(cards.map((c) => c.t.settled()));
+    // HAProxy's own cookie keeps both on card 1, also while its lease takes it out of rotation.
+    await twoClientsOnOneCard(lb.comfy, cards[0]!, "127.0.0.50", "127.0.0.51", { cookie: "TURNSTILE_CARD=card1" });
+  }, 15_000);
 });

@@ -3,16 +3,17 @@
  * turnstiles on their own simulated cards: nginx has no active checks, so the recipe is passive —
  * a busy card refuses a chat at once (X-Turnstile-Wait: 0) and nginx tries the next; when every
  * card refused, the chat waits at one. ComfyUI clients stay on one card by their whole address
- * (hash $remote_addr consistent), and the clients of one /24 spread over the cards.
+ * (hash $remote_addr consistent), and the clients of one /24 spread over the cards. With
+ * TRUSTED_PROXIES naming nginx, two clients that reach one card are two clients there (fair turns).
  * Skips with a note when nginx is missing.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { callsTo, newPromptId, promptBody, startStack, submit, until, type Stack } from "../jobs/helpers.ts";
 import { freePort } from "../../support/dead-port.ts";
+import { fromAddress as from_, twoClientsOnOneCard } from "./from-address.ts";
 
 const NGINX = Bun.which("nginx") ?? ["/usr/sbin/nginx", "/usr/local/sbin/nginx"].find((p) => existsSync(p));
 if (!NGINX) console.warn("nginx is not installed (Debian package nginx): the nginx recipe test is skipped");
@@ -23,7 +24,9 @@ let nginx: { ollama: string; comfy: string; stop(): Promise<void> } | undefined;
 beforeAll(async () => {
   if (!NGINX) return;
   // nginx sends its upstream's name as Host; a turnstile on the LAN (the default :11434) answers any Host.
-  cards = [await startStack({ env: { ALLOWED_HOSTS: "*" } }), await startStack({ env: { ALLOWED_HOSTS: "*" } })];
+  // nginx connects from 127.0.0.1: the README's TRUSTED_PROXIES for nginx on the cards' machine.
+  const env = { ALLOWED_HOSTS: "*", TRUSTED_PROXIES: "127.0.0.1" };
+  cards = [await startStack({ env }), await startStack({ env })];
   const host = (u: string) => new URL(u).host;
   const [ollama, comfy] = [freePort(), freePort()];
   let cfg = readFileSync(new URL("../../../deploy/nginx.conf", import.meta.url), "utf8");
@@ -151,20 +154,24 @@ describe.skipIf(!NGINX)("nginx in front of two cards, from deploy/nginx.conf", (
     const perCard = [0, 1].map((card) => clients.filter((from) => placement[from]![0] === card).length);
     expect({ perCard, bothCardsHaveClients: perCard.every((n) => n > 0) }).toEqual({ perCard, bothCardsHaveClients: true });
   }, 15_000);
+
+  test("two clients of one card, from two addresses, are two clients there: the second's job is next in line, not behind the first's three", async () => {
+    await Promise.all(cards.map((c) => c.t.settled()));
+    for (const c of cards) c.comfy!.clearCalls();
+    // Which card nginx's hash gives each address: of any three, two share one.
+    const candidates = ["127.0.0.40", "127.0.0.41", "127.0.0.42"];
+    const cardOf = new Map<string, number>();
+    for (const from of candidates) {
+      await fromAddress(from, "GET", `/history/${newPromptId()}`);
+      cardOf.set(from, cards.findIndex((c) => c.comfy!.calls.some((x) => x.headers["x-test-client"] === from)));
+    }
+    const [a, b] = candidates.filter((from) => candidates.some((o) => o !== from && cardOf.get(o) === cardOf.get(from)));
+    expect(cardOf.get(a!)).toBeGreaterThanOrEqual(0);
+    await twoClientsOnOneCard(nginx!.comfy, cards[cardOf.get(a!)!]!, a!, b!);
+  }, 15_000);
 });
 
 /** One request to nginx's ComfyUI side from a given local address (one host of the LAN), tagged with it. */
 function fromAddress(from: string, method: string, path: string, body?: string): Promise<{ status: number }> {
-  const url = new URL(nginx!.comfy);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: url.hostname, port: url.port, method, path, localAddress: from, headers: { "x-test-client": from, "content-type": "application/json", connection: "close" } },
-      (res) => {
-        res.resume();
-        res.on("end", () => resolve({ status: res.statusCode ?? 0 }));
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
+  return from_(nginx!.comfy, from, method, path, body);
 }
