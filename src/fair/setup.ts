@@ -1,5 +1,6 @@
-/** FAIR_CLASSES, FAIR_CHATS_FIRST and CLIENTS_FILE's text, checked together into what the lock and the jobs use. */
+/** FAIR_CLASSES, FAIR_CHATS_FIRST, QUOTA_GPU_SECONDS and CLIENTS_FILE's text, checked together into what the lock and the jobs use. */
 import { parseClasses } from "./classes.ts";
+import { anyGpuLimit, gpuLimitS, parseGpuSeconds } from "./gpu-quota.ts";
 import { identify, parseClients, type Identity, type Seen } from "./identity.ts";
 import type { TurnClass } from "./turns.ts";
 
@@ -9,12 +10,16 @@ export interface Fair {
   readonly classes: readonly TurnClass[];
   /** Some client of CLIENTS_FILE has its own LLM quota (`llm=N`). */
   readonly llmQuotas: boolean;
+  /** Some client is held to GPU seconds per window (QUOTA_GPU_SECONDS or a client's `gpu=N`). */
+  readonly gpuQuotas: boolean;
   identify(seen: Seen): Identity;
+  /** The client's GPU seconds per QUOTA_GPU_WINDOW; 0 = no limit. */
+  gpuLimitS(who: Identity): number;
 }
 
 /** `clientsText`: CLIENTS_FILE's content (undefined = no file). An error names the setting and line. */
 export function fairSetup(
-  settings: { fairClasses: string; fairChatsFirst: string; clientsFile: string },
+  settings: { fairClasses: string; fairChatsFirst: string; clientsFile: string; quotaGpuSeconds: string },
   clientsText: string | undefined,
 ): { ok: true; fair: Fair } | { ok: false; message: string } {
   const { clientsFile } = settings;
@@ -28,5 +33,17 @@ export function fairSetup(
   const p = parseClients(clientsText ?? "", c.classes.map((k) => k.name));
   if (!p.ok) return { ok: false, message: `CLIENTS_FILE ${clientsFile} line ${p.line}: ${p.message}` };
   const rules = p.rules;
-  return { ok: true, fair: { classes, llmQuotas: rules.some((r) => (r.llm ?? 0) > 0), identify: (seen) => identify(seen, rules) } };
+  const g = parseGpuSeconds(settings.quotaGpuSeconds, c.classes.map((k) => k.name));
+  if (!g.ok) return { ok: false, message: `QUOTA_GPU_SECONDS: ${g.message}` };
+  const gpu = g.limits;
+  return {
+    ok: true,
+    fair: {
+      classes,
+      llmQuotas: rules.some((r) => (r.llm ?? 0) > 0),
+      gpuQuotas: anyGpuLimit(gpu, rules.map((r) => r.gpu)),
+      identify: (seen) => identify(seen, rules),
+      gpuLimitS: (who) => gpuLimitS(gpu, who),
+    },
+  };
 }
