@@ -31,6 +31,7 @@ import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
 import type { Identity, Seen } from "../fair/identity.ts";
 import type { ClientQuota } from "../fair/quota.ts";
+import type { GpuMeter } from "./gpu-meter.ts";
 import { workflowKeyOfBody } from "./workflow-key.ts";
 
 /** The part of the GPU lock an image job uses directly (the image side goes through `sessions`). */
@@ -79,6 +80,8 @@ export interface ImageJobDeps {
   fairTurns?: boolean;
   /** Image jobs per client (QUOTA_IMAGE_JOBS, or the client's own `images=`); absent = none. */
   quota?: { readonly slots: ClientQuota; readonly limit: number; retryAfterS(): number; refused(who: Identity): void };
+  /** GPU seconds per client (QUOTA_GPU_SECONDS): refuses on arrival, meters from the job events; absent = off. */
+  gpuMeter?: GpuMeter;
   /** COEXIST: a model may stay beside the session's jobs (coexist.ts); absent when off. */
   coexist?: Coexistence;
 }
@@ -98,6 +101,11 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const fresh = admission.fresh;
   const who = deps.identify?.({ authorization: incoming.headers.get("authorization"), clientId, address: clientIp });
   // A quota refuses on arrival, before anything is held: a job once accepted is never dropped.
+  const overGpu = who && deps.gpuMeter?.refusal(who, "image");
+  if (overGpu) {
+    deps.promptIds.forget(sentId);
+    return errorResponse("comfy", { status: 429, ...overGpu });
+  }
   const limit = who?.images ?? deps.quota?.limit ?? 0;
   const slot = who && deps.quota?.slots.take(who.client, limit);
   if (who && deps.quota && !slot) {
@@ -114,7 +122,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const jobId = takeJobId();
   const { coexist } = deps;
   const workflow = coexist ? workflowKeyOfBody(admission.body.bytes) : undefined;
-  emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
+  emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp, clientName: who?.client });
   // Until it is sent, the prompt shows in ComfyUI's /queue, and a client's delete there ends its
   // wait as the client's own leaving would (the GPU is given back, nothing reaches ComfyUI).
   const deleted = new AbortController();

@@ -44,7 +44,7 @@ export interface TenantSideDeps {
   /** When ComfyUI's jobs began running, for a restart (jobs/job-starts.ts). */
   starts?: JobStarts;
   /** Fair turns and quotas of ComfyUI's jobs (issue 30). */
-  fair?: Pick<ImageJobDeps, "identify" | "fairTurns" | "quota">;
+  fair?: Pick<ImageJobDeps, "identify" | "fairTurns" | "quota" | "gpuMeter">;
 }
 
 export interface TenantSide {
@@ -85,6 +85,8 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
       tracker: d.tracker,
       emit: d.emit,
       settings: { jobTimeoutMs: c.jobTimeoutMs, freeTimeoutMs: c.freeTimeoutMs, freePollIntervalMs: c.freePollIntervalMs, probeTimeoutMs: c.probeTimeoutMs, retry: d.retry },
+      identify: d.fair?.identify,
+      gpuMeter: d.fair?.gpuMeter,
     };
     side.syncJob = (req, url, clientIp) => handleSyncJob(req, url, clientIp, deps);
     if (!(image instanceof ComfyTenant)) side.pickUpAtStart = () => pickUpSyncAtStart(deps, d.log);

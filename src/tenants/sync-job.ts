@@ -17,6 +17,8 @@ import type { JobEnd, JobListener, JobOutcome } from "../jobs/events.ts";
 import { takeJobId } from "../jobs/image-job.ts";
 import type { ImageSessions, SessionTicket } from "../jobs/session.ts";
 import type { JobTracker } from "../jobs/tracker.ts";
+import type { GpuMeter } from "../jobs/gpu-meter.ts";
+import type { Identity, Seen } from "../fair/identity.ts";
 import type { StartLog } from "../jobs/start-read.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { handOver } from "./hand-over.ts";
@@ -38,6 +40,10 @@ export interface SyncJobDeps {
   tracker: JobTracker;
   emit: JobListener;
   settings: SyncJobSettings;
+  /** Who a job is for (issue 30), for its GPU seconds. */
+  identify?: (seen: Seen) => Identity;
+  /** QUOTA_GPU_SECONDS: refuses on arrival, meters from the job events; absent = off. */
+  gpuMeter?: GpuMeter;
 }
 
 /**
@@ -73,10 +79,14 @@ async function takeTurn(image: ImageTenant, signal: AbortSignal): Promise<() => 
 
 export function handleSyncJob(req: Request, url: RequestTarget | undefined, clientIp: string | undefined, d: SyncJobDeps): Promise<Response> {
   const { emit, settings, image } = d;
+  const who = d.identify?.({ authorization: req.headers.get("authorization"), address: clientIp });
+  // Past its GPU seconds a client's new job is refused on arrival, before anything is held.
+  const over = who && d.gpuMeter?.refusal(who, "image");
+  if (over) return Promise.resolve(errorResponse(image.dialect ?? "comfy", { status: 429, ...over }));
   const jobId = takeJobId();
   // Such a job has no id of its own: the status and the log name it by its number and route.
   const promptId = `${req.method} ${url?.pathname ?? new URL(req.url).pathname}`;
-  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp });
+  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp, clientName: who?.client });
   let ticket: SessionTicket | undefined;
   let acquiredAt = 0;
   let everHeld = false;
