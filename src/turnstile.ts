@@ -235,6 +235,16 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   });
   lock.onEvent((e) => cardMetrics.onLock(e));
   const classMetrics = createClassMetrics(metrics.registry, fair.classes.map((c) => c.name));
+  // GPU seconds per client (QUOTA_GPU_SECONDS, issue 30): only when some client is held to them.
+  const gpuMeter = !fair.gpuQuotas ? undefined : new GpuMeter({
+    ledger: new GpuTime<Identity>(config.quotaGpuWindowMs),
+    limitS: (who) => fair.gpuLimitS(who),
+    now: () => performance.now(),
+    onRefused: (who, work, usedS, limitS) => {
+      classMetrics.onQuotaRefused(who.cls, work, "gpu_seconds");
+      log.info(`${work === "image" ? "image job" : "LLM request"} refused: client ${who.client} used its GPU seconds`, { client: who.client, class: who.cls, used_s: usedS, quota_s: limitS });
+    },
+  });
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
@@ -349,6 +359,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       // A place in line (issue 30): the lock's order, the busy answer's estimate per jobs ahead.
       line: (seen) =>
         placeInLine(lock.imageLine(), (ahead) => (fixedRetryAfter === "auto" ? estimator.retryAfterS(ahead) : fixedRetryAfter), seen && fair.identify(seen).client),
+      gpuUse: gpuMeter && ((seen) => gpuMeter.uses(seen && fair.identify(seen).client)),
     }),
     llmTracker: status,
     inflater: new ZstdInflater(INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, {
@@ -383,16 +394,6 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   }
   // When each job began running, for the jobs a restart picks up (STATE_DIR; issue 27).
   const jobStarts = comfy && config.stateDir ? new JobStarts(config.stateDir, config.comfyUrl, log) : undefined;
-  // GPU seconds per client (QUOTA_GPU_SECONDS, issue 30): only when some client is held to them.
-  const gpuMeter = !fair.gpuQuotas ? undefined : new GpuMeter({
-    ledger: new GpuTime(config.quotaGpuWindowMs),
-    limitS: (who) => fair.gpuLimitS(who),
-    now: () => performance.now(),
-    onRefused: (who, work, usedS, limitS) => {
-      classMetrics.onQuotaRefused(who.cls, work, "gpu_seconds");
-      log.info(`${work === "image" ? "image job" : "LLM request"} refused: client ${who.client} used its GPU seconds`, { client: who.client, class: who.cls, used_s: usedS, quota_s: limitS });
-    },
-  });
   /** The prompt_id of each image job between its arrival and its end (held prompts' order, below). */
   const promptOfJob = new Map<number, string>();
   const emitJob = withExtra(

@@ -18,7 +18,9 @@ interface Span {
   chargedUntil: number;
 }
 
-interface Use {
+interface Use<T> {
+  /** What the caller said of the client at its last span (its class, its quota). */
+  tag: T;
   /** Slot index → ms of use in it. */
   readonly slots: Map<number, number>;
   readonly running: Set<Span>;
@@ -29,27 +31,29 @@ export interface GpuSpan {
   end(now: number): void;
 }
 
-export interface ClientUse {
+export interface ClientUse<T> {
   readonly client: string;
+  readonly tag: T;
   /** ms of GPU time in the window ending now, running work included. */
   readonly usedMs: number;
   /** Spans still running. */
   readonly running: number;
 }
 
-export class GpuTime {
+export class GpuTime<T = undefined> {
   readonly #slotMs: number;
-  readonly #clients = new Map<string, Use>();
+  readonly #clients = new Map<string, Use<T>>();
   #sweptAt = -Infinity;
 
   constructor(readonly windowMs: number) {
     this.#slotMs = windowMs / SLOTS;
   }
 
-  /** Work of `client` took the card at `from` (now, or a moment ago when its start was learned late). */
-  begin(client: string, from: number): GpuSpan {
+  /** Work of `client` took the card at `from` (now, or a moment ago when its start was learned late); `tag` is kept with its use. */
+  begin(client: string, from: number, tag: T): GpuSpan {
     let use = this.#clients.get(client);
-    if (!use) this.#clients.set(client, (use = { slots: new Map(), running: new Set() }));
+    if (!use) this.#clients.set(client, (use = { tag, slots: new Map(), running: new Set() }));
+    use.tag = tag;
     const span: Span = { chargedUntil: from };
     use.running.add(span);
     const u = use;
@@ -88,15 +92,15 @@ export class GpuTime {
   }
 
   /** Every client with use in the window ending at `now`, most first. */
-  uses(now: number): ClientUse[] {
+  uses(now: number): ClientUse<T>[] {
     this.#sweep(now);
-    const out: ClientUse[] = [];
-    for (const [client, use] of this.#clients) out.push({ client, usedMs: this.#read(use, now), running: use.running.size });
+    const out: ClientUse<T>[] = [];
+    for (const [client, use] of this.#clients) out.push({ client, tag: use.tag, usedMs: this.#read(use, now), running: use.running.size });
     return out.filter((u) => u.usedMs > 0 || u.running > 0).sort((a, b) => b.usedMs - a.usedMs || a.client.localeCompare(b.client));
   }
 
   /** Running spans charged up to `now`, slots out of the window dropped; the sum of the rest. */
-  #read(use: Use, now: number): number {
+  #read(use: Use<T>, now: number): number {
     for (const s of use.running) {
       if (now <= s.chargedUntil) continue;
       this.#charge(use, s.chargedUntil, now);
@@ -111,7 +115,7 @@ export class GpuTime {
     return sum;
   }
 
-  #charge(use: Use, from: number, to: number): void {
+  #charge(use: Use<T>, from: number, to: number): void {
     // Time longer ago than a window before its end can never be in a window again.
     let at = Math.max(from, to - this.windowMs);
     while (at < to) {

@@ -18,7 +18,7 @@ import type { ImageJobEvent } from "./events.ts";
 export type GpuWork = "image" | "llm";
 
 export interface GpuMeterDeps {
-  readonly ledger: GpuTime;
+  readonly ledger: GpuTime<Identity>;
   /** A client's GPU seconds per window; 0 = no limit. */
   limitS(who: Identity): number;
   /** Monotonic ms. */
@@ -35,8 +35,19 @@ export interface LlmMeter {
   ended(): void;
 }
 
+/** A client's GPU time in the window, for the status. */
+export interface GpuUseView {
+  client: string;
+  class: string;
+  used_s: number;
+  /** Its GPU seconds per window; 0 = no limit. */
+  quota_s: number;
+  /** Its work holding the card now. */
+  running: number;
+}
+
 interface Job {
-  readonly client: string;
+  readonly who: Identity;
   sentAt?: number;
   span?: GpuSpan;
   /** Its run was counted (a job followed by two ids reports two ends). */
@@ -71,7 +82,7 @@ export class GpuMeter {
   /** Image jobs' runs, from their events (a job with no client name is not metered). */
   onJob(e: ImageJobEvent): void {
     if (e.phase === "received") {
-      if (e.clientName !== undefined) this.#jobs.set(e.jobId, { client: e.clientName });
+      if (e.who !== undefined) this.#jobs.set(e.jobId, { who: e.who });
       return;
     }
     if (!("jobId" in e)) return;
@@ -82,7 +93,7 @@ export class GpuMeter {
       case "forwarded":
       case "started":
         job.sentAt ??= now;
-        if (e.phase === "started" && !job.span && !job.counted) job.span = this.d.ledger.begin(job.client, Math.min(now, Math.max(job.sentAt, this.#lastImageEnd)));
+        if (e.phase === "started" && !job.span && !job.counted) job.span = this.d.ledger.begin(job.who.client, Math.min(now, Math.max(job.sentAt, this.#lastImageEnd)), job.who);
         break;
       case "retrying":
         // The card is given back for the backoff; the next attempt is sent anew.
@@ -95,7 +106,7 @@ export class GpuMeter {
         job.counted = true;
         // Never seen running and cancelled or lost: it most likely left the queue without running.
         if (!job.span && (e.end === "cancelled" || e.end === "lost")) break;
-        (job.span ?? this.d.ledger.begin(job.client, Math.min(now, Math.max(job.sentAt ?? now, this.#lastImageEnd)))).end(now);
+        (job.span ?? this.d.ledger.begin(job.who.client, Math.min(now, Math.max(job.sentAt ?? now, this.#lastImageEnd)), job.who)).end(now);
         job.span = undefined;
         this.#lastImageEnd = now;
         break;
@@ -105,6 +116,14 @@ export class GpuMeter {
         this.#jobs.delete(e.jobId);
         break;
     }
+  }
+
+  /** Each client's use in the window, most first; `viewer`: only that client's. */
+  uses(viewer?: string): GpuUseView[] {
+    return this.d.ledger
+      .uses(this.d.now())
+      .filter((u) => viewer === undefined || u.client === viewer)
+      .map((u) => ({ client: u.client, class: u.tag.cls, used_s: Math.floor(u.usedMs / 100) / 10, quota_s: this.d.limitS(u.tag), running: u.running }));
   }
 
   /** An LLM request of `who`: metered from each grant to its end. */
@@ -118,7 +137,7 @@ export class GpuMeter {
     };
     return {
       granted: () => {
-        if (!over && !span) span = ledger.begin(who.client, now());
+        if (!over && !span) span = ledger.begin(who.client, now(), who);
       },
       paused: stop,
       ended: () => {

@@ -86,7 +86,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
   const jobId = takeJobId();
   // Such a job has no id of its own: the status and the log name it by its number and route.
   const promptId = `${req.method} ${url?.pathname ?? new URL(req.url).pathname}`;
-  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp, clientName: who?.client });
+  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp, who });
   let ticket: SessionTicket | undefined;
   let acquiredAt = 0;
   let everHeld = false;

@@ -10,7 +10,7 @@ const who = (client: string, gpu?: number): Identity => ({ client, cls: "normal"
 function meter(limitS = 10) {
   let t = 0;
   const refused: { client: string; work: GpuWork; usedS: number }[] = [];
-  const ledger = new GpuTime(3600 * S);
+  const ledger = new GpuTime<Identity>(3600 * S);
   const m = new GpuMeter({
     ledger,
     limitS: (w) => w.gpu ?? limitS,
@@ -23,8 +23,8 @@ function meter(limitS = 10) {
 describe("GpuMeter", () => {
   test("an image job counts from its send (or the end of the job before it) to its end, seen running or not", () => {
     const g = meter();
-    g.m.onJob({ phase: "received", jobId: 1, promptId: "a", minted: false, clientName: "alice" });
-    g.m.onJob({ phase: "received", jobId: 2, promptId: "b", minted: false, clientName: "bob" });
+    g.m.onJob({ phase: "received", jobId: 1, promptId: "a", minted: false, who: who("alice") });
+    g.m.onJob({ phase: "received", jobId: 2, promptId: "b", minted: false, who: who("bob") });
     g.at(1);
     g.m.onJob({ phase: "forwarded", jobId: 1, status: 200, durationMs: 5 });
     g.m.onJob({ phase: "forwarded", jobId: 2, status: 200, durationMs: 5 });
@@ -43,20 +43,26 @@ describe("GpuMeter", () => {
     g.m.onJob({ phase: "released", jobId: 2, outcome: "completed", heldMs: 7000, gpuReleased: true });
     expect(g.used("alice")).toBe(5);
     expect(g.used("bob")).toBe(2);
+    // The status: every client's use for one who may steer, else the viewer's own only.
+    expect(g.m.uses()).toEqual([
+      { client: "alice", class: "normal", used_s: 5, quota_s: 10, running: 0 },
+      { client: "bob", class: "normal", used_s: 2, quota_s: 10, running: 0 },
+    ]);
+    expect(g.m.uses("bob").map((u) => u.client)).toEqual(["bob"]);
   });
 
   test("a job refused, never sent, or cancelled while it waited in the queue counts nothing; a retry's backoff neither", () => {
     const g = meter();
-    g.m.onJob({ phase: "received", jobId: 1, promptId: "a", minted: false, clientName: "alice" });
+    g.m.onJob({ phase: "received", jobId: 1, promptId: "a", minted: false, who: who("alice") });
     g.m.onJob({ phase: "forwarded", jobId: 1, status: 400, durationMs: 5 });
     g.m.onJob({ phase: "released", jobId: 1, outcome: "rejected", heldMs: 5, gpuReleased: true });
-    g.m.onJob({ phase: "received", jobId: 2, promptId: "b", minted: false, clientName: "alice" });
+    g.m.onJob({ phase: "received", jobId: 2, promptId: "b", minted: false, who: who("alice") });
     g.at(2);
     g.m.onJob({ phase: "forwarded", jobId: 2, status: 200, durationMs: 5 });
     g.at(5);
     g.m.onJob({ phase: "finished", jobId: 2, promptId: "b", end: "cancelled", durationMs: 5 });
     g.m.onJob({ phase: "released", jobId: 2, outcome: "cancelled", heldMs: 5, gpuReleased: true });
-    g.m.onJob({ phase: "received", jobId: 3, promptId: "c", minted: true, clientName: "alice" });
+    g.m.onJob({ phase: "received", jobId: 3, promptId: "c", minted: true, who: who("alice") });
     g.at(6);
     g.m.onJob({ phase: "started", jobId: 3, promptId: "c" });
     g.at(7);
