@@ -7,7 +7,10 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startA1111Sim } from "../../../src/sim/a1111.ts";
+import { SimGpu } from "../../../src/sim/gpu.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
+import { startTestTurnstile } from "../../support/turnstile.ts";
 import { newPromptId, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
 
 let s: Stack | undefined;
@@ -118,6 +121,28 @@ describe("GPU seconds quota", () => {
     expect(JSON.parse(lines.at(-1)!)).toMatchObject({ done: true });
     expect(await refusals(s, "llm")).toBe(2);
     expect(s.gpu.overlaps()).toEqual([]);
+  }, 20_000);
+
+  test("a synchronous kind (A1111): its request's time counts; past the quota a client's next txt2img gets 429 in A1111's shape, another's is served", async () => {
+    const gpu = new SimGpu();
+    const a1111 = await startA1111Sim({ gpu, jobMs: 1200, loadMs: 5, reloadMs: 5, unloadMs: 5 });
+    const t = startTestTurnstile({ COMFY_URL: a1111.url, IMAGE_KIND: "a1111", QUOTA_GPU_SECONDS: "1", CLIENTS_FILE: clientsFile() });
+    try {
+      const txt2img = (key: string) => fetch(`${t.comfyUrl}/sdapi/v1/txt2img`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: JSON.stringify({ prompt: "x", steps: 2 }) });
+      expect((await txt2img("sk-alice-0001")).status).toBe(200);
+      await t.settled();
+      const refused = await txt2img("sk-alice-0001");
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(3500);
+      expect((await refused.json()) as unknown).toMatchObject({ error: "quota_exceeded", detail: expect.stringContaining("client alice used 1 s of GPU time") });
+      expect((await txt2img("sk-bob-0002")).status).toBe(200);
+      await t.settled();
+      expect(a1111.generations()).toBe(2);
+      expect(gpu.overlaps()).toEqual([]);
+    } finally {
+      await t.close();
+      await a1111.stop();
+    }
   }, 20_000);
 
   test("with no GPU-seconds quota set, the status has no gpu_use and nothing is refused for it", async () => {
