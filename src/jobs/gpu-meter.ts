@@ -93,7 +93,7 @@ export class GpuMeter {
       case "forwarded":
       case "started":
         job.sentAt ??= now;
-        if (e.phase === "started" && !job.span && !job.counted) job.span = this.d.ledger.begin(job.who.client, Math.min(now, Math.max(job.sentAt, this.#lastImageEnd)), job.who);
+        if (e.phase === "started" && !job.span && !job.counted) job.span = this.d.ledger.begin(job.who.client, this.#ranFrom(job, now), job.who);
         break;
       case "retrying":
         // The card is given back for the backoff; the next attempt is sent anew.
@@ -106,7 +106,7 @@ export class GpuMeter {
         job.counted = true;
         // Never seen running and cancelled or lost: it most likely left the queue without running.
         if (!job.span && (e.end === "cancelled" || e.end === "lost")) break;
-        (job.span ?? this.d.ledger.begin(job.who.client, Math.min(now, Math.max(job.sentAt ?? now, this.#lastImageEnd)), job.who)).end(now);
+        (job.span ?? this.d.ledger.begin(job.who.client, this.#ranFrom(job, now), job.who)).end(now);
         job.span = undefined;
         this.#lastImageEnd = now;
         break;
@@ -124,6 +124,16 @@ export class GpuMeter {
       .uses(this.d.now())
       .filter((u) => viewer === undefined || u.client === viewer)
       .map((u) => ({ client: u.client, class: u.tag.cls, used_s: Math.floor(u.usedMs / 100) / 10, quota_s: this.d.limitS(u.tag), running: u.running }));
+  }
+
+  /**
+   * When a job found running (or ended) at `now` began: when it was sent or the job before it
+   * ended. Another job still counted as running has just ended, its end not yet heard (each job's
+   * follower hears on its own): then this one began about now.
+   */
+  #ranFrom(job: Job, now: number): number {
+    for (const other of this.#jobs.values()) if (other !== job && other.span) return now;
+    return Math.min(now, Math.max(job.sentAt ?? now, this.#lastImageEnd));
   }
 
   /** An LLM request of `who`: metered from each grant to its end. */

@@ -51,6 +51,24 @@ describe("GpuMeter", () => {
     expect(g.m.uses("bob").map((u) => u.client)).toEqual(["bob"]);
   });
 
+  test("a job seen running while the job before it is still counted as running began then, not when it was sent (the other's end not yet heard)", () => {
+    const g = meter();
+    g.m.onJob({ phase: "received", jobId: 1, promptId: "a", minted: false, who: who("alice") });
+    g.m.onJob({ phase: "received", jobId: 2, promptId: "b", minted: false, who: who("bob") });
+    g.m.onJob({ phase: "forwarded", jobId: 1, status: 200, durationMs: 5 });
+    g.m.onJob({ phase: "started", jobId: 1, promptId: "a" });
+    g.at(1);
+    g.m.onJob({ phase: "forwarded", jobId: 2, status: 200, durationMs: 5 });
+    // The same /queue read shows alice's gone and bob's running; bob's follower tells first.
+    g.at(30);
+    g.m.onJob({ phase: "started", jobId: 2, promptId: "b" });
+    g.m.onJob({ phase: "finished", jobId: 1, promptId: "a", end: "success", durationMs: 30_000 });
+    g.at(40);
+    g.m.onJob({ phase: "finished", jobId: 2, promptId: "b", end: "success", durationMs: 10_000 });
+    expect(g.used("alice")).toBe(30);
+    expect(g.used("bob")).toBe(10);
+  });
+
   test("a job refused, never sent, or cancelled while it waited in the queue counts nothing; a retry's backoff neither", () => {
     const g = meter();
     g.m.onJob({ phase: "received", jobId: 1, promptId: "a", minted: false, who: who("alice") });
