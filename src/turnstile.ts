@@ -436,7 +436,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       log.warn(`cut ${n} nested LLM request(s) still running when their image job ended, after FREE_TIMEOUT (${formatDuration(config.freeTimeoutMs)})`);
     },
   });
-  // Issue 30: who each ComfyUI job is for (its fair turn, its quota).
+  // Issue 30: who each image job is for (its fair turn, its quota), of every IMAGE_KIND.
   const fairJobs = {
     identify: (seen: Seen) => fair.identify(seen),
     fairTurns: config.fairTurns,

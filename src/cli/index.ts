@@ -135,7 +135,7 @@ const commands: Record<CommandName, CommandDef<any>> = {
       cards: { type: "string", description: "2: two simulated cards behind HAProxy (deploy/haproxy.cfg; needs haproxy installed)" },
       "sims-only": { type: "boolean", description: "only the simulated Ollama and ComfyUI, for a turnstile run by hand (prints how)" },
       llm: { type: "string", description: "the LLM-side kind to simulate: ollama, llama-server, llama-swap, lmstudio, vllm (see LLM_KIND)" },
-      image: { type: "string", description: "the image-side kind to simulate: comfyui, a1111, swarmui (see IMAGE_KIND)" },
+      image: { type: "string", description: "the image-side kind to simulate: comfyui, a1111 (or forge), swarmui (see IMAGE_KIND)" },
     },
     async run({ args }) {
       if (args.llm !== undefined || args.image !== undefined) {

@@ -58,9 +58,18 @@ function intSchema(def: SettingDef): SettingSchema {
 
 function enumSchema(def: SettingDef): SettingSchema {
   const values = def.values ?? [];
-  const quoted = values.map((x) => `"${x}"`);
+  // An alias is named beside its value: "a1111" (or "forge").
+  const aliasesOf = (x: string) => Object.keys(def.valueAliases ?? {}).filter((a) => def.valueAliases![a] === x);
+  const quoted = values.map((x) => `"${x}"${aliasesOf(x).map((a) => ` (or "${a}")`).join("")}`);
   const list = quoted.length <= 2 ? quoted.join(" or ") : `${quoted.slice(0, -1).join(", ")} or ${quoted.at(-1)}`;
-  return v.pipe(v.string(), v.transform((s) => s.toLowerCase()), v.picklist(values, `expected ${list}`));
+  return v.pipe(v.string(), v.transform((s) => enumValue(def, s)), v.picklist(values, `expected ${list}`));
+}
+
+/** The lowercased input, an alias read as its value. */
+function enumValue(def: SettingDef, text: string): string {
+  const s = text.toLowerCase();
+  // Own keys only: "constructor" is no alias.
+  return def.valueAliases && Object.hasOwn(def.valueAliases, s) ? def.valueAliases[s]! : s;
 }
 
 function boolSchema(): SettingSchema {
@@ -187,7 +196,7 @@ export function quickParse(def: SettingDef, text: string): SettingValue | undefi
       return n >= (def.min ?? 0) && n <= (def.max ?? Number.MAX_SAFE_INTEGER) ? n : undefined;
     }
     case "enum": {
-      const s = text.toLowerCase();
+      const s = enumValue(def, text);
       return def.values?.includes(s) ? s : undefined;
     }
     case "bool": {

@@ -4,7 +4,7 @@
  * one row here plus its field in types.ts.
  */
 import type { Config } from "./types.ts";
-import { IMAGE_KINDS, LLM_KINDS } from "./tenant-kinds.ts";
+import { IMAGE_KIND_ALIASES, IMAGE_KINDS, LLM_KINDS } from "./tenant-kinds.ts";
 
 export type SettingKind = "duration" | "int" | "string" | "url" | "listen" | "enum" | "bool";
 
@@ -34,6 +34,8 @@ export interface SettingDef {
   readonly kind: SettingKind;
   /** enum: allowed values (lowercase; input is matched case-insensitively) */
   readonly values?: readonly string[];
+  /** enum: other names read as one of `values` (lowercase), e.g. IMAGE_KIND's forge = a1111 */
+  readonly valueAliases?: Readonly<Record<string, string>>;
   /** int: inclusive bounds; duration: `max` is the longest value, in ms */
   readonly min?: number;
   readonly max?: number;
@@ -128,7 +130,8 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "comfyui",
     kind: "enum",
     values: IMAGE_KINDS,
-    doc: "Which server COMFY_URL (the image side) is: comfyui, a1111 (AUTOMATIC1111 and Forge) or swarmui; see Tenants.",
+    valueAliases: IMAGE_KIND_ALIASES,
+    doc: "Which server COMFY_URL (the image side) is: comfyui, a1111 (AUTOMATIC1111 and Forge; forge is read as a1111) or swarmui; see Tenants.",
   },
   {
     key: "SWARMUI_SESSION",

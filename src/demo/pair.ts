@@ -7,7 +7,7 @@
  */
 import { buildConfig } from "../config/load.ts";
 import { currentPlatform } from "../config/settings.ts";
-import { IMAGE_KINDS, LLM_KINDS, type ImageKind, type LlmKind } from "../config/tenant-kinds.ts";
+import { IMAGE_KIND_ALIASES, IMAGE_KINDS, LLM_KINDS, type ImageKind, type LlmKind } from "../config/tenant-kinds.ts";
 import { createLogger } from "../observe/log.ts";
 import { useColor } from "../runtime/color.ts";
 import { SimGpu } from "../sim/gpu.ts";
@@ -29,7 +29,9 @@ export interface PairDemoOptions {
 }
 
 /** The kinds asked for, or the message that names the flag and lists the kinds. */
-export function pickPair(llm: string, image: string): { llm: LlmKind; image: ImageKind } | string {
+export function pickPair(llm: string, asked: string): { llm: LlmKind; image: ImageKind } | string {
+  // As IMAGE_KIND reads it: forge is a1111.
+  const image = Object.hasOwn(IMAGE_KIND_ALIASES, asked) ? IMAGE_KIND_ALIASES[asked]! : asked;
   if (!(LLM_KINDS as readonly string[]).includes(llm)) return `--llm ${llm}: unknown kind (one of ${LLM_KINDS.join(", ")})`;
   if (!(IMAGE_KINDS as readonly string[]).includes(image)) return `--image ${image}: unknown kind (one of ${IMAGE_KINDS.join(", ")})`;
   if (!IMAGE_DEMO_SIMS[image as ImageKind]) return `--image ${image}: this build has no simulator for it yet`;

@@ -22,7 +22,7 @@ export type ImageJobEvent =
    * A /prompt passed the door and waits for the GPU (the status page lists it from here): the prompt_id it will be followed by
    * (`minted` when the turnstile chose it), the body's `client_id` and the client's address.
    */
-  | { phase: "received"; jobId: number; promptId: string; minted: boolean; clientId?: string; client?: string; /** Who it is for (issue 30): a CLIENTS_FILE name or a hash, never a key. */ who?: Identity }
+  | { phase: "received"; jobId: number; promptId: string; minted: boolean; clientId?: string; client?: string; /** What the tenant calls the job when it is not ComfyUI's prompt (A1111's `txt2img`): the log's word. */ work?: string; /** Who it is for (issue 30): a CLIENTS_FILE name or a hash, never a key. */ who?: Identity }
   /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
   | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean; /** Its client's class (issue 30). */ cls?: string }
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */
@@ -33,7 +33,7 @@ export type ImageJobEvent =
   /** Picked up at start: ComfyUI's `number` for it, and when it began running (epoch ms) where ComfyUI or STATE_DIR knew. */
   | { phase: "adopted"; jobId: number; promptId: string; number?: number; startedAt?: number }
   | { phase: "retrying"; jobId: number; attempt: number; delayMs: number; reason: string }
-  | { phase: "finished"; jobId: number; promptId: string; end: JobEnd; durationMs: number }
+  | { phase: "finished"; jobId: number; promptId: string; end: JobEnd; durationMs: number; /** As in `received`. */ work?: string }
   /** The watchdog's /interrupt did not stop the job within FREE_TIMEOUT; the GPU is kept up to `graceMs` more. */
   | { phase: "unstoppable"; jobId: number; promptId: string; graceMs: number }
   /**

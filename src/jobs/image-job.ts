@@ -29,9 +29,7 @@ import type { SharedQueue } from "./queue-share.ts";
 import type { Coexistence } from "./coexist.ts";
 import type { ImageSessions, SessionTicket } from "./session.ts";
 import type { JobTracker } from "./tracker.ts";
-import type { Identity, Seen } from "../fair/identity.ts";
-import type { ClientQuota } from "../fair/quota.ts";
-import type { GpuMeter } from "./gpu-meter.ts";
+import { admitImageJob, type FairJobs } from "./fair-admission.ts";
 import { workflowKeyOfBody } from "./workflow-key.ts";
 
 /** The part of the GPU lock an image job uses directly (the image side goes through `sessions`). */
@@ -52,7 +50,8 @@ export interface ImageJobSettings {
   retry: RetryPolicy;
 }
 
-export interface ImageJobDeps {
+/** `identify`, `fairTurns`, `quota` (FairJobs): issue 30's fair turns and quotas. */
+export interface ImageJobDeps extends FairJobs {
   lock: ImageLock;
   sessions: ImageSessions;
   comfy: ComfyClient;
@@ -74,14 +73,6 @@ export interface ImageJobDeps {
   held?: HeldPrompts;
   /** When jobs began running, kept under STATE_DIR for the jobs a restart picks up (job-starts.ts). */
   starts?: JobStarts;
-  /** Who a job is for (issue 30): for its quota, and its fair turns when `fairTurns`. */
-  identify?: (seen: Seen) => Identity;
-  /** FAIR_TURNS: the lock takes waiting jobs in turns across clients (else first come, first served). */
-  fairTurns?: boolean;
-  /** Image jobs per client (QUOTA_IMAGE_JOBS, or the client's own `images=`); absent = none. */
-  quota?: { readonly slots: ClientQuota; readonly limit: number; retryAfterS(): number; refused(who: Identity): void };
-  /** GPU seconds per client (QUOTA_GPU_SECONDS): refuses on arrival, meters from the job events; absent = off. */
-  gpuMeter?: GpuMeter;
   /** COEXIST: a model may stay beside the session's jobs (coexist.ts); absent when off. */
   coexist?: Coexistence;
 }
@@ -99,26 +90,12 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const sentId = admission.body.promptId;
   const clientId = admission.body.clientId;
   const fresh = admission.fresh;
-  const who = deps.identify?.({ authorization: incoming.headers.get("authorization"), clientId, address: clientIp });
-  // A quota refuses on arrival, before anything is held: a job once accepted is never dropped.
-  const overGpu = who && deps.gpuMeter?.refusal(who, "image");
-  if (overGpu) {
+  const fair = admitImageJob(deps, { authorization: incoming.headers.get("authorization"), clientId, address: clientIp });
+  if (!fair.ok) {
     deps.promptIds.forget(sentId);
-    return errorResponse("comfy", { status: 429, ...overGpu });
+    return errorResponse("comfy", fair.reply);
   }
-  const limit = who?.images ?? deps.quota?.limit ?? 0;
-  const slot = who && deps.quota?.slots.take(who.client, limit);
-  if (who && deps.quota && !slot) {
-    deps.promptIds.forget(sentId);
-    deps.quota.refused(who);
-    const retryAfterS = deps.quota.retryAfterS();
-    return errorResponse("comfy", {
-      status: 429,
-      type: "quota_exceeded",
-      message: `gpu-turnstile: client ${who.client} already has ${limit} image jobs waiting or running (its quota); retry in ${retryAfterS} s`,
-      headers: { "retry-after": String(retryAfterS) },
-    });
-  }
+  const { who, slot } = fair;
   const jobId = takeJobId();
   const { coexist } = deps;
   const workflow = coexist ? workflowKeyOfBody(admission.body.bytes) : undefined;
@@ -174,7 +151,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   // given back for the backoff sleep, and the next attempt takes it (and empties Ollama) again.
   const acquire = async (): Promise<Hold> => {
     const prepare = coexist ? () => coexist.prepare(workflow, (keep) => unloadOllamaKeeping(jobId, deps, keep)) : () => unloadOllama(jobId, deps);
-    const l = await sessions.enter(clientSignal, prepare, deps.fairTurns && who ? { client: who.client, cls: who.cls, tag: jobId } : undefined);
+    const l = await sessions.enter(clientSignal, prepare, fair.turn(jobId));
     lease = l;
     everHeld = true;
     acquiredAt = performance.now();

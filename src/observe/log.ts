@@ -157,10 +157,13 @@ export function formatTextLine(time: Date, level: LineLevel, msg: string, fields
   const lvl = (level === "notice" ? "NOTE" : level.toUpperCase()).padEnd(5);
   const ts = time.toISOString();
   let line = color ? `${ANSI.gray}${ts}${ANSI.reset} ${LEVEL_COLOR[level]}${lvl}${ANSI.reset} ${oneLine(msg, true)}` : `${ts} ${lvl} ${oneLine(msg, false)}`;
+  // A unit's suffix is dropped only where the short name is not another field's (`job` and `job_ms`).
+  const names = new Set(fields.map(([k]) => k));
+  const short = (k: string, suffix: string) => (names.has(k.slice(0, -suffix.length)) ? k : k.slice(0, -suffix.length));
   for (let [k, v] of fields) {
     if (typeof v === "number") {
-      if (k.endsWith("_ms")) [k, v] = [k.slice(0, -3), formatDuration(v)];
-      else if (k.endsWith("_bytes")) [k, v] = [k.slice(0, -6), formatBytes(v)];
+      if (k.endsWith("_ms")) [k, v] = [short(k, "_ms"), formatDuration(v)];
+      else if (k.endsWith("_bytes")) [k, v] = [short(k, "_bytes"), formatBytes(v)];
     }
     line += color ? ` ${ANSI.gray}${k}=${ANSI.reset}${textValue(v)}` : ` ${k}=${textValue(v)}`;
   }

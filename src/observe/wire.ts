@@ -141,7 +141,7 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics, names: { llm
         log.warn(`image job ${e.jobId}: ${image} unavailable, retrying`, { job: e.jobId, attempt: e.attempt, delay_ms: msField(e.delayMs), reason: e.reason });
         return;
       case "received":
-        log.debug(`image job ${e.jobId}: /prompt received`, { job: e.jobId, prompt_id: e.promptId, minted: e.minted, client_id: e.clientId });
+        log.debug(`image job ${e.jobId}: ${e.work ? e.promptId : "/prompt"} received`, { job: e.jobId, prompt_id: e.promptId, minted: e.minted, client_id: e.clientId });
         return;
       case "forwarded":
         if (e.answeredPromptId) {
@@ -157,7 +157,8 @@ export function jobObserver(log: Logger, metrics: TurnstileMetrics, names: { llm
         metrics.jobSeconds.observe({}, e.durationMs / 1000);
         times(e.jobId).jobMs = e.durationMs;
         const fields = { job: e.jobId, prompt_id: e.promptId, job_ms: msField(e.durationMs) };
-        const prefix = `image job ${e.jobId}: prompt`;
+        // The tenant's own word for the job: ComfyUI's prompt, A1111's txt2img, SwarmUI's GenerateText2Image.
+        const prefix = `image job ${e.jobId}: ${e.work ?? "prompt"}`;
         if (e.end === "timeout") log.warn(`${prefix} not seen finished within JOB_TIMEOUT`, fields);
         else if (e.end === "lost") log.warn(`${prefix} lost: ComfyUI no longer has it (restarted?)`, fields);
         else if (e.end === "interrupted") log.warn(`${prefix} ran past JOB_TIMEOUT and was interrupted`, fields);

@@ -30,13 +30,23 @@ export interface ImageKindSim {
   start(gpu: SimGpu, o?: ImageSimOptions): Promise<ImageSimHandle>;
   /**
    * One generation sent to `url` (the simulator, or the turnstile in front of it) as a client
-   * sends it; resolves with the generation's answer. `jobMs` is the simulator's run time for it.
+   * sends it; resolves with the generation's answer. `jobMs` is the simulator's run time for it;
+   * `prompt` its text (default "a lighthouse at dusk"); `headers` go with every call (a client's key).
    */
-  generate(url: string, o?: { jobMs?: number; signal?: AbortSignal }): Promise<Response>;
+  generate(url: string, o?: GenerateOptions): Promise<Response>;
 }
 
-const post = (url: string, body: unknown, signal?: AbortSignal): Promise<Response> =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
+export interface GenerateOptions {
+  jobMs?: number;
+  signal?: AbortSignal;
+  prompt?: string;
+  headers?: Record<string, string>;
+}
+
+const post = (url: string, body: unknown, o: GenerateOptions): Promise<Response> =>
+  fetch(url, { method: "POST", headers: { ...o.headers, "content-type": "application/json" }, body: JSON.stringify(body), signal: o.signal });
+
+const PROMPT = "a lighthouse at dusk";
 
 export const IMAGE_KIND_SIMS: Readonly<Record<"a1111" | "swarmui", ImageKindSim>> = {
   a1111: {
@@ -46,7 +56,7 @@ export const IMAGE_KIND_SIMS: Readonly<Record<"a1111" | "swarmui", ImageKindSim>
       return { url: s.url, checkpoints: [s.checkpoint], calls: s.calls, clearCalls: s.clearCalls, generations: s.generations, stop: s.stop };
     },
     generate(url, o = {}) {
-      return post(`${url}/sdapi/v1/txt2img`, { prompt: "a lighthouse at dusk", steps: 8, ...(o.jobMs === undefined ? {} : { sim_job_ms: o.jobMs }) }, o.signal);
+      return post(`${url}/sdapi/v1/txt2img`, { prompt: o.prompt ?? PROMPT, steps: 8, ...(o.jobMs === undefined ? {} : { sim_job_ms: o.jobMs }) }, o);
     },
   },
   swarmui: {
@@ -56,11 +66,11 @@ export const IMAGE_KIND_SIMS: Readonly<Record<"a1111" | "swarmui", ImageKindSim>
       return { url: s.url, checkpoints: s.backends, calls: s.calls, clearCalls: s.clearCalls, generations: s.generations, stop: s.stop };
     },
     async generate(url, o = {}) {
-      const session = await post(`${url}/API/GetNewSession`, {}, o.signal);
+      const session = await post(`${url}/API/GetNewSession`, {}, o);
       if (session.status !== 200) return session;
       const { session_id } = (await session.json()) as { session_id: string };
-      const body = { session_id, images: 1, prompt: "a lighthouse at dusk", model: "OfficialStableDiffusion/sd_xl_base_1.0", ...(o.jobMs === undefined ? {} : { sim_job_ms: o.jobMs }) };
-      return post(`${url}/API/GenerateText2Image`, body, o.signal);
+      const body = { session_id, images: 1, prompt: o.prompt ?? PROMPT, model: "OfficialStableDiffusion/sd_xl_base_1.0", ...(o.jobMs === undefined ? {} : { sim_job_ms: o.jobMs }) };
+      return post(`${url}/API/GenerateText2Image`, body, o);
     },
   },
 };

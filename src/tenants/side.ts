@@ -22,6 +22,7 @@ import { ComfyTenant } from "./comfyui.ts";
 import { OllamaTenant } from "./ollama.ts";
 import type { ComfyClient } from "../comfy/client.ts";
 import type { ImageJobDeps, ImageLock } from "../jobs/image-job.ts";
+import type { FairJobs } from "../jobs/fair-admission.ts";
 import type { Nudges } from "../jobs/nudge.ts";
 import type { HeldPrompts } from "../jobs/held-prompts.ts";
 import type { JobStarts } from "../jobs/job-starts.ts";
@@ -43,8 +44,8 @@ export interface TenantSideDeps {
   held?: HeldPrompts;
   /** When ComfyUI's jobs began running, for a restart (jobs/job-starts.ts). */
   starts?: JobStarts;
-  /** Fair turns and quotas of ComfyUI's jobs (issue 30). */
-  fair?: Pick<ImageJobDeps, "identify" | "fairTurns" | "quota" | "gpuMeter">;
+  /** Fair turns and quotas of the image jobs, of every image kind (issue 30). */
+  fair?: FairJobs;
 }
 
 export interface TenantSide {
@@ -85,8 +86,7 @@ export function tenantSide(d: TenantSideDeps): TenantSide {
       tracker: d.tracker,
       emit: d.emit,
       settings: { jobTimeoutMs: c.jobTimeoutMs, freeTimeoutMs: c.freeTimeoutMs, freePollIntervalMs: c.freePollIntervalMs, probeTimeoutMs: c.probeTimeoutMs, retry: d.retry },
-      identify: d.fair?.identify,
-      gpuMeter: d.fair?.gpuMeter,
+      fair: d.fair,
     };
     side.syncJob = (req, url, clientIp) => handleSyncJob(req, url, clientIp, deps);
     if (!(image instanceof ComfyTenant)) side.pickUpAtStart = () => pickUpSyncAtStart(deps, d.log);

@@ -10,15 +10,21 @@
  * JOB_TIMEOUT bounds each attempt, the answer's body included; past it the upstream request is cut
  * and the tenant asked to stop. A client that goes does not end the hold by itself: the tenant
  * may still be generating, so it is interrupted and its own busy count drained first.
+ *
+ * Fair turns and quotas (issue 30) as for ComfyUI's jobs (jobs/fair-admission.ts): the client is
+ * its Bearer key, else its address (these kinds send no client_id; SwarmUI's session_id is not
+ * one: a credential, and any client mints a new one per call with GetNewSession). A job past its
+ * client's quota is refused on arrival in the tenant's own error shape; waiting jobs enter the
+ * image session in the lock's fair order, one per client at a time, so another client's job waits
+ * behind at most the one of each client already in the session.
  */
 import { errorResponse } from "../http/dialect.ts";
 import { forward, whenBodyDone, type Hold, type RequestTarget, type RetryPolicy } from "../http/forward.ts";
 import type { JobEnd, JobListener, JobOutcome } from "../jobs/events.ts";
+import { admitImageJob, type FairJobs } from "../jobs/fair-admission.ts";
 import { takeJobId } from "../jobs/image-job.ts";
 import type { ImageSessions, SessionTicket } from "../jobs/session.ts";
 import type { JobTracker } from "../jobs/tracker.ts";
-import type { GpuMeter } from "../jobs/gpu-meter.ts";
-import type { Identity, Seen } from "../fair/identity.ts";
 import type { StartLog } from "../jobs/start-read.ts";
 import { describeFetchError } from "../upstream/upstream-errors.ts";
 import { handOver } from "./hand-over.ts";
@@ -40,10 +46,8 @@ export interface SyncJobDeps {
   tracker: JobTracker;
   emit: JobListener;
   settings: SyncJobSettings;
-  /** Who a job is for (issue 30), for its GPU seconds. */
-  identify?: (seen: Seen) => Identity;
-  /** QUOTA_GPU_SECONDS: refuses on arrival, meters from the job events; absent = off. */
-  gpuMeter?: GpuMeter;
+  /** Issue 30: who each job is for, its fair turn and its client's quota; absent = first come, first served. */
+  fair?: FairJobs;
 }
 
 /**
@@ -79,14 +83,15 @@ async function takeTurn(image: ImageTenant, signal: AbortSignal): Promise<() => 
 
 export function handleSyncJob(req: Request, url: RequestTarget | undefined, clientIp: string | undefined, d: SyncJobDeps): Promise<Response> {
   const { emit, settings, image } = d;
-  const who = d.identify?.({ authorization: req.headers.get("authorization"), address: clientIp });
-  // Past its GPU seconds a client's new job is refused on arrival, before anything is held.
-  const over = who && d.gpuMeter?.refusal(who, "image");
-  if (over) return Promise.resolve(errorResponse(image.dialect ?? "comfy", { status: 429, ...over }));
+  // Before anything is held: a job past its client's quota is refused, in the tenant's own shape.
+  const fair = admitImageJob(d.fair ?? {}, { authorization: req.headers.get("authorization"), address: clientIp });
+  if (!fair.ok) return Promise.resolve(errorResponse(image.dialect ?? "comfy", fair.reply));
   const jobId = takeJobId();
   // Such a job has no id of its own: the status and the log name it by its number and route.
-  const promptId = `${req.method} ${url?.pathname ?? new URL(req.url).pathname}`;
-  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp, who });
+  const pathname = url?.pathname ?? new URL(req.url).pathname;
+  const promptId = `${req.method} ${pathname}`;
+  const work = routeWord(pathname);
+  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp, work, who: fair.who });
   let ticket: SessionTicket | undefined;
   let acquiredAt = 0;
   let everHeld = false;
@@ -123,9 +128,10 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
       // It may have run: the session's end owes the release (a retry's refused attempt does not).
       if (reached) {
         owes.add(image);
-        emit({ phase: "finished", jobId, promptId, end: END_OF[outcome] ?? "error", durationMs: performance.now() - sentAt });
+        emit({ phase: "finished", jobId, promptId, end: END_OF[outcome] ?? "error", durationMs: performance.now() - sentAt, work });
       }
       reach(false);
+      fair.slot?.release();
       const gpuReleased = await giveBack();
       if (!everHeld) emit({ phase: "left", jobId });
       else emit({ phase: "released", jobId, promptId, outcome, heldMs: performance.now() - acquiredAt, gpuReleased, reason });
@@ -133,7 +139,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
     })());
 
   const acquire = async (): Promise<Hold> => {
-    const t = await d.sessions.enter(req.signal, () => prepare(jobId, d));
+    const t = await d.sessions.enter(req.signal, () => prepare(jobId, d), fair.turn(jobId));
     ticket = t;
     if (!everHeld) {
       acquiredAt = performance.now();
@@ -141,7 +147,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
       void d.tracker.run({ jobId, promptId, since: Date.now() }, () => tracking);
     }
     everHeld = true;
-    emit({ phase: "acquired", jobId, waitedMs: t.waitedMs, joined: !t.opensSession });
+    emit({ phase: "acquired", jobId, waitedMs: t.waitedMs, joined: !t.opensSession, cls: fair.who?.cls });
     await t.ready();
     try {
       req.signal.throwIfAborted();
@@ -218,6 +224,19 @@ async function releaseImage(jobId: number, promptId: string, d: SyncJobDeps): Pr
   const r = await handOver(d.image, { timeoutMs: s.freeTimeoutMs, pollMs: s.freePollIntervalMs, callTimeoutMs: s.probeTimeoutMs, drainTimeoutMs: s.jobTimeoutMs });
   owes.delete(d.image);
   d.emit({ phase: "freed", jobId, promptId, durationMs: r.durationMs, vramAfter: r.vramAfter, released: r.released, error: r.error, lied: r.lied });
+}
+
+/**
+ * What the tenant calls the job, for the log: the route's last segment as the tenant names it
+ * (A1111's `txt2img`, SwarmUI's `GenerateText2Image`), where ComfyUI's lines say "prompt".
+ */
+export function routeWord(pathname: string): string {
+  const last = pathname.split("/").filter(Boolean).at(-1) ?? pathname;
+  try {
+    return decodeURIComponent(last);
+  } catch {
+    return last;
+  }
 }
 
 /** How a sync job's end reads in the job log and metrics (the `finished` phase of a followed job). */

@@ -16,6 +16,7 @@ const CANDIDATES = [
   "127.0.0.1:11435", "0.0.0.0:8188", "[::1]:8080", ":8080", "11435", "host:99999", "[::1]", "localhost:0",
   "*", "*.lan", "gpu.lan, *.home", "[fe80::1]", "a b", "0123456789abcdef", "short", "a token with spaces xx",
   "name.log", "dir/name", "stable", "dev", "v1.2.3", "v01.2.3", "1.2.3",
+  "forge", "FORGE", "a1111", "constructor", "__proto__",
 ];
 
 describe("settings checked without valibot", () => {

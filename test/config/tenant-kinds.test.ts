@@ -32,10 +32,16 @@ describe("LLM_KIND and IMAGE_KIND", () => {
     expect(load({ IMAGE_KIND: "swarmui" }).config.imageKind).toBe("swarmui");
   });
 
+  test("forge is read as a1111 (Forge keeps A1111's API), from the environment and from a file", () => {
+    expect(load({ IMAGE_KIND: "forge" }).config.imageKind).toBe("a1111");
+    expect(load({}, "IMAGE_KIND=Forge\n").config.imageKind).toBe("a1111");
+  });
+
   test("an unknown kind is a config error naming the key, its line and every kind", () => {
     expect(problem({}, "LLM_KIND=llamacpp\n")).toBe(
       `config error: ${BESIDE}:1: LLM_KIND: expected "ollama", "llama-server", "llama-swap", "lmstudio" or "vllm", got "llamacpp"`,
     );
-    expect(problem({ IMAGE_KIND: "forge" })).toBe('config error: environment: IMAGE_KIND: expected "comfyui", "a1111" or "swarmui", got "forge"');
+    expect(problem({ IMAGE_KIND: "automatic" })).toBe('config error: environment: IMAGE_KIND: expected "comfyui", "a1111" (or "forge") or "swarmui", got "automatic"');
+    expect(problem({ IMAGE_KIND: "constructor" })).toBe('config error: environment: IMAGE_KIND: expected "comfyui", "a1111" (or "forge") or "swarmui", got "constructor"');
   });
 });

@@ -33,6 +33,7 @@ test(
 test("an unknown kind names the flag and lists the kinds; the CLI exits 2", async () => {
   expect(pickPair("llamacpp", "comfyui")).toBe("--llm llamacpp: unknown kind (one of ollama, llama-server, llama-swap, lmstudio, vllm)");
   expect(pickPair("vllm", "invoke")).toBe("--image invoke: unknown kind (one of comfyui, a1111, swarmui)");
+  expect(pickPair("vllm", "forge")).toEqual({ llm: "vllm", image: "a1111" });
   expect(pickPair("vllm", "comfyui")).toEqual({ llm: "vllm", image: "comfyui" });
   const r = await demo("--llm", "llamacpp");
   expect(r.code).toBe(2);

@@ -290,6 +290,12 @@ describe("units: *_ms and *_bytes", () => {
     json.logger.warn("m", fields);
     expect(JSON.parse(json.lines[0]!)).toMatchObject({ wait_ms: 8780, vram_after_bytes: 2684354560, job: 3 });
   });
+
+  test("a suffix stays where the short name is another field's: job=1 and job_ms=75.0ms, never two job=", () => {
+    const text = capture();
+    text.logger.warn("image job 1 completed", { job: 1, job_ms: 75, vram: "x", vram_bytes: 1024 });
+    expect(text.lines[0]).toBe("2026-12-02T16:01:29.123Z WARN  image job 1 completed job=1 job_ms=75.0ms vram=x vram_bytes=1.0KiB\n");
+  });
 });
 
 describe("notice", () => {

@@ -69,7 +69,10 @@ describe("the synchronous image job", () => {
     expect(log).toContain("FakeImage (image side) is up");
     expect(log).not.toMatch(/Ollama|ComfyUI/);
     // The status and the job log see it as any image job: started when sent, done with its outcome.
-    expect(log).toMatch(/image job \d+: prompt success/);
+    // The job named as the tenant's route calls it, not ComfyUI's "prompt".
+    expect(log).toMatch(/image job \d+: gen success/);
+    expect(log).toMatch(/image job \d+: POST \/gen received/);
+    expect(log).not.toMatch(/image job \d+: (prompt|\/prompt) /);
     expect(tt.status.snapshot(false).recent[0]).toMatchObject({ outcome: "completed", prompt_id: "POST /gen" });
   });
 

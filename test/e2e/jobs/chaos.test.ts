@@ -7,7 +7,7 @@
  * - every prompt ComfyUI accepted reached it exactly once, and every 200 the client saw is one;
  * - the turnstile ends idle, nothing in flight, nothing pending, every job reported once;
  * - an abuser beside the traffic (zstd bodies inflating to megabytes, a bomb, a cut frame, idle connections, /ws
- *   clients that never read) leaves /healthz answering within 1 s and every body answered;
+ *   clients that never read) leaves /healthz answering throughout and every body answered;
  * - and, so the ledger check is known to be able to fail, the same workload sent straight at the
  *   simulators does overlap.
  *
@@ -214,7 +214,10 @@ test(`seeded chaos through the turnstile: no GPU overlap, every job forwarded on
     await s.t.settled();
     // The service kept answering: /healthz on time throughout, every zstd body answered as its kind asks.
     expect(abuseReport.healthzAsked).toBeGreaterThan(10);
-    expect(abuseReport.worstHealthzMs).toBeLessThan(1000);
+    // Here the simulators, the traffic and the turnstile share one process (and, in the suite, the
+    // machine with other test files), so their CPU counts against /healthz: the bound is loose. The
+    // 1 s bound of issue 26 is zstd-flood.test.ts's, with the simulators in a process of their own.
+    expect(abuseReport.worstHealthzMs).toBeLessThan(5000);
     const expected = { cloud: 200, local: 200, bomb: 413, cut: 400 } as const;
     expect(abuseReport.zstd.filter((z) => z.status !== expected[z.kind])).toEqual([]);
     expect(abuseReport.zstd).toHaveLength(10);
