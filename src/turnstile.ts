@@ -21,6 +21,8 @@ import { GpuLock } from "./lock/index.ts";
 import { fairSetup, type Fair } from "./fair/setup.ts";
 import type { Identity, Seen } from "./fair/identity.ts";
 import { ClientQuota } from "./fair/quota.ts";
+import { GpuTime } from "./fair/gpu-time.ts";
+import { GpuMeter } from "./jobs/gpu-meter.ts";
 import type { LlmQuota } from "./proxy/llm-quota.ts";
 import type { Logger } from "./observe/log.ts";
 import { createCardMetrics } from "./observe/card-metrics.ts";
@@ -232,6 +234,16 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   });
   lock.onEvent((e) => cardMetrics.onLock(e));
   const classMetrics = createClassMetrics(metrics.registry, fair.classes.map((c) => c.name));
+  // GPU seconds per client (QUOTA_GPU_SECONDS, issue 30): only when some client is held to them.
+  const gpuMeter = !fair.gpuQuotas ? undefined : new GpuMeter({
+    ledger: new GpuTime<Identity>(config.quotaGpuWindowMs),
+    limitS: (who) => fair.gpuLimitS(who),
+    now: () => performance.now(),
+    onRefused: (who, work, usedS, limitS) => {
+      classMetrics.onQuotaRefused(who.cls, work, "gpu_seconds");
+      log.info(`${work === "image" ? "image job" : "LLM request"} refused: client ${who.client} used its GPU seconds`, { client: who.client, class: who.cls, used_s: usedS, quota_s: limitS });
+    },
+  });
   const hub = new EventHub({
     model: status,
     onDrop: (bytes) => log.info("dropped a /turnstile/events reader that fell behind", { queued_bytes: bytes }),
@@ -347,6 +359,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       // A place in line (issue 30): the lock's order, the busy answer's estimate per jobs ahead.
       line: (seen) =>
         placeInLine(lock.imageLine(), (ahead) => (fixedRetryAfter === "auto" ? estimator.retryAfterS(ahead) : fixedRetryAfter), seen && fair.identify(seen).client),
+      gpuUse: gpuMeter && ((seen) => gpuMeter.uses(seen && fair.identify(seen).client)),
     }),
     llmTracker: status,
     inflater: new ZstdInflater(INFLATE_BUDGET_BYTES, MAX_INFLATED_BYTES, {
@@ -387,6 +400,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     withExtra(withExtra(withExtra(jobObserver(log, metrics, { llm: tenants.llm?.label, image: tenants.image?.label }), (e) => estimator.observe(e)), (e) => status.onJob(e)), (e) => (held.observe(e), jobStarts?.observe(e))),
     withExtra((e) => {
       classMetrics.onJob(e);
+      gpuMeter?.onJob(e);
       if (e.phase === "received") promptOfJob.set(e.jobId, e.promptId);
       else if (e.phase === "released" || e.phase === "left") promptOfJob.delete(e.jobId);
       if (handoff && e.phase === "warmed" && !e.error) handoff.loaded();
@@ -426,12 +440,13 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const fairJobs = {
     identify: (seen: Seen) => fair.identify(seen),
     fairTurns: config.fairTurns,
+    gpuMeter,
     quota: {
       slots: new ClientQuota(),
       limit: config.quotaImageJobs,
       retryAfterS: () => common.busy.retryAfterS,
       refused: (who: Identity) => {
-        classMetrics.onQuotaRefused(who.cls, "image");
+        classMetrics.onQuotaRefused(who.cls, "image", "concurrent");
         log.info(`image job refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
       },
     },
@@ -444,13 +459,16 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   const llmSlots = new ClientQuota();
   // An LLM request's client: its key, else its address (no client_id on the LLM side), a trusted proxy's forwarded one.
   const llmClient = (req: Request, clientIp: string | undefined) => fair.identify({ authorization: req.headers.get("authorization"), address: clientIp, headers: req.headers });
-  const llmQuota: LlmQuota | undefined = !(config.quotaLlmRequests > 0 || fair.llmQuotas) ? undefined : {
+  const llmQuota: LlmQuota | undefined = !(config.quotaLlmRequests > 0 || fair.llmQuotas || gpuMeter) ? undefined : {
     take: (req, clientIp) => {
       const who = llmClient(req, clientIp);
+      const overGpu = gpuMeter?.refusal(who, "llm");
+      if (overGpu) return { refused: overGpu };
       const limit = who.llm ?? config.quotaLlmRequests;
       const slot = llmSlots.take(who.client, limit);
-      if (slot) return slot;
-      classMetrics.onQuotaRefused(who.cls, "llm");
+      const meter = slot && gpuMeter?.llm(who);
+      if (slot) return meter ? { release: () => (meter.ended(), slot.release()), granted: meter.granted, paused: meter.paused } : slot;
+      classMetrics.onQuotaRefused(who.cls, "llm", "concurrent");
       log.info(`LLM request refused: client ${who.client} is at its quota`, { client: who.client, class: who.cls });
       const retryAfterS = common.busy.retryAfterS;
       return {

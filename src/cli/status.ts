@@ -9,6 +9,7 @@ import { redactUrl } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import type { CardView, StatusDoc } from "../status/model.ts";
 import type { LineClient } from "../status/line.ts";
+import type { GpuUseView } from "../jobs/gpu-meter.ts";
 import { withScheme } from "../config/schema.ts";
 import { processorOf } from "../status/card.ts";
 import { hostName, isLoopbackBind, parseAllowedHosts } from "../proxy/host-guard.ts";
@@ -63,8 +64,8 @@ export function table(header: readonly string[], rows: readonly (readonly string
 
 const UPSTREAM_NAMES: Record<string, string> = { ollama: "Ollama", comfy: "ComfyUI" };
 
-/** The document as a few lines for a terminal; `line`: the place in line of image jobs (issue 30). */
-export function renderStatus(doc: StatusDoc & { line?: LineClient[] }): string {
+/** The document as a few lines for a terminal; `line`: the place in line of image jobs, `gpu_use`: GPU seconds by client (issue 30). */
+export function renderStatus(doc: StatusDoc & { line?: LineClient[]; gpu_use?: GpuUseView[] }): string {
   const since = doc.now - Date.parse(doc.state_since);
   const lines = [`card: ${doc.card || NONE}   (gpu-turnstile ${doc.version})`, `GPU: ${doc.state} for ${dur(since)}`];
   const jobs = doc.image.jobs ?? [];
@@ -89,6 +90,10 @@ export function renderStatus(doc: StatusDoc & { line?: LineClient[] }): string {
   if (doc.line && doc.line.length > 0) {
     lines.push("place in line (image jobs, by client):");
     lines.push(...table(["client", "class", "job", "position", "estimate"], doc.line.flatMap((c) => c.jobs.map((j) => [c.client, c.class, String(j.job), String(j.position), `${j.estimate_s}s`]))));
+  }
+  if (doc.gpu_use && doc.gpu_use.length > 0) {
+    lines.push("GPU seconds in QUOTA_GPU_WINDOW, by client:");
+    lines.push(...table(["client", "class", "used", "quota", "running"], doc.gpu_use.map((u) => [u.client, u.class, `${u.used_s}s`, u.quota_s > 0 ? `${u.quota_s}s` : "none", String(u.running)])));
   }
   if (doc.models) {
     if (doc.models.length === 0) lines.push(`ollama models: none (as /api/ps said ${dur(doc.now - doc.models_at!)} ago)`);

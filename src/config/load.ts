@@ -261,6 +261,10 @@ function crossChecks(
     );
   }
 
+  // QUOTA_GPU_SECONDS's classes are FAIR_CLASSES's (fair/gpu-quota.ts reads it; checked here to name the line).
+  const gpuQuota = gpuSecondsProblem(config.quotaGpuSeconds, config.fairClasses);
+  if (gpuQuota) problems.push(`${describe("quotaGpuSeconds")}: ${gpuQuota}`);
+
   if (config.ollamaUrl === "" && config.comfyUrl === "") {
     const place = configPath === undefined ? "the environment" : `${configPath} or the environment`;
     problems.push(
@@ -288,6 +292,19 @@ function crossChecks(
     }
   }
   return problems;
+}
+
+/** What is wrong with a QUOTA_GPU_SECONDS its pattern lets through: a class not in FAIR_CLASSES, one named twice, two numbers for everyone. */
+function gpuSecondsProblem(text: string, fairClasses: string): string | undefined {
+  const classes = fairClasses.split(",").map((p) => p.trim().split(":")[0]!);
+  const seen = new Set<string>();
+  for (const part of text.split(",").map((p) => p.trim())) {
+    const cls = part.includes(":") ? part.slice(0, part.indexOf(":")) : "";
+    if (cls !== "" && !classes.includes(cls)) return `"${cls}" is not a class of FAIR_CLASSES (${classes.join(", ")}), got ${JSON.stringify(text)}`;
+    if (seen.has(cls)) return `${cls === "" ? "more than one number for every client" : `class ${cls} is named twice`}, got ${JSON.stringify(text)}`;
+    seen.add(cls);
+  }
+  return undefined;
 }
 
 const LOCAL_HOSTS = /^(localhost|127(\.[0-9]+){3}|\[::1\]|::1|0\.0\.0\.0|\[::\]|::)$/i;

@@ -38,6 +38,9 @@ export interface Config {
   quotaImageJobs: number;
   /** QUOTA_LLM_REQUESTS: 0 = no limit. */
   quotaLlmRequests: number;
+  /** QUOTA_GPU_SECONDS as written: seconds, or class:seconds pairs; 0 = no limit. */
+  quotaGpuSeconds: string;
+  quotaGpuWindowMs: number;
   clientsFile: string;
   llmWaitTimeoutMs: number;
   /** 0 = no limit */

@@ -20,6 +20,8 @@ export interface ClientRule {
   readonly images?: number;
   /** `llm=N`: its own quota of concurrent LLM requests (QUOTA_LLM_REQUESTS otherwise). */
   readonly llm?: number;
+  /** `gpu=N`: its own GPU seconds per QUOTA_GPU_WINDOW (QUOTA_GPU_SECONDS otherwise). */
+  readonly gpu?: number;
 }
 
 export interface Identity {
@@ -30,9 +32,10 @@ export interface Identity {
   readonly by: "key" | "client_id" | "address" | "nobody";
   /** True when a CLIENTS_FILE rule named it. */
   readonly known: boolean;
-  /** Its CLIENTS_FILE `images=N` and `llm=N`, if any. */
+  /** Its CLIENTS_FILE `images=N`, `llm=N` and `gpu=N`, if any. */
   readonly images?: number;
   readonly llm?: number;
+  readonly gpu?: number;
 }
 
 export interface Seen {
@@ -54,12 +57,14 @@ export function bearerKey(authorization: string | null | undefined): string | un
   return m?.[1];
 }
 
+const named = (r: ClientRule, by: Identity["by"]): Identity => ({ client: r.name, cls: r.cls, by, known: true, images: r.images, llm: r.llm, gpu: r.gpu });
+
 export function identify(seen: Seen, rules: readonly ClientRule[]): Identity {
   const key = bearerKey(seen.authorization);
   const keyHash = key === undefined ? undefined : sha256(key);
   if (keyHash !== undefined) {
     const r = rules.find((r) => r.keyHashes.includes(keyHash));
-    if (r) return { client: r.name, cls: r.cls, by: "key", known: true, images: r.images, llm: r.llm };
+    if (r) return named(r, "key");
   }
   const clientId = seen.clientId || undefined;
   if (clientId !== undefined) {
@@ -71,12 +76,12 @@ export function identify(seen: Seen, rules: readonly ClientRule[]): Identity {
           best = r;
           length = p.length;
         }
-    if (best) return { client: best.name, cls: best.cls, by: "client_id", known: true, images: best.images, llm: best.llm };
+    if (best) return named(best, "client_id");
   }
   const ip = seen.address === undefined ? undefined : parseIp(seen.address);
   if (ip) {
     const r = rules.find((r) => r.ranges.some((g) => inRange(ip, g)));
-    if (r) return { client: r.name, cls: r.cls, by: "address", known: true, images: r.images, llm: r.llm };
+    if (r) return named(r, "address");
   }
   if (keyHash !== undefined) return { client: `key-${keyHash.slice(0, 8)}`, cls: DEFAULT_CLASS, by: "key", known: false };
   if (clientId !== undefined) return { client: `comfy-${sha256(clientId).slice(0, 8)}`, cls: DEFAULT_CLASS, by: "client_id", known: false };
@@ -90,8 +95,8 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /**
  * CLIENTS_FILE: one client a line, `name class matcher…`, where a matcher is `key=<API key>`,
- * `client_id=<prefix>` or `cidr=<address>/<bits>` (a bare address is one host), and `images=<N>`
- * and `llm=<N>` its own quotas; `#` starts a comment line. A name may appear on one line only; `classes` are the known class names.
+ * `client_id=<prefix>` or `cidr=<address>/<bits>` (a bare address is one host), and `images=<N>`,
+ * `llm=<N>` and `gpu=<seconds>` its own quotas; `#` starts a comment line. A name may appear on one line only; `classes` are the known class names.
  */
 export function parseClients(text: string, classes: readonly string[]): ParsedClients {
   const rules: ClientRule[] = [];
@@ -110,6 +115,7 @@ export function parseClients(text: string, classes: readonly string[]): ParsedCl
     const ranges: Range[] = [];
     let images: number | undefined;
     let llm: number | undefined;
+    let gpu: number | undefined;
     for (const m of matchers) {
       const eq = m.indexOf("=");
       const what = eq < 0 ? m : m.slice(0, eq);
@@ -122,14 +128,15 @@ export function parseClients(text: string, classes: readonly string[]): ParsedCl
         const r = parseRange(value);
         if (!r) return fail(`client ${name}: "${value}" is not an address range (e.g. 192.168.1.0/24, fd00::/8, 10.0.0.7)`);
         ranges.push(r);
-      } else if (what === "images" || what === "llm") {
-        if (!/^\d{1,6}$/.test(value)) return fail(`client ${name}: ${what}=${value} is not a number (0 = no limit)`);
+      } else if (what === "images" || what === "llm" || what === "gpu") {
+        if (!/^\d{1,7}$/.test(value) || (what !== "gpu" && value.length > 6)) return fail(`client ${name}: ${what}=${value} is not a number (${what === "gpu" ? "seconds per QUOTA_GPU_WINDOW, " : ""}0 = no limit)`);
         if (what === "images") images = Number(value);
-        else llm = Number(value);
-      } else return fail(`client ${name}: unknown matcher "${what}" (key, client_id, cidr, images or llm)`);
+        else if (what === "llm") llm = Number(value);
+        else gpu = Number(value);
+      } else return fail(`client ${name}: unknown matcher "${what}" (key, client_id, cidr, images, llm or gpu)`);
     }
     if (keyHashes.length + clientIdPrefixes.length + ranges.length === 0) return fail(`client ${name}: nothing identifies it (key=…, client_id=… or cidr=…)`);
-    rules.push({ name: name!, cls, keyHashes, clientIdPrefixes, ranges, images, llm });
+    rules.push({ name: name!, cls, keyHashes, clientIdPrefixes, ranges, images, llm, gpu });
   }
   return { ok: true, rules };
 }

@@ -1,4 +1,5 @@
 /** What an image job reports as it goes; logs and metrics subscribe instead of being called inline. */
+import type { Identity } from "../fair/identity.ts";
 
 /** How an image job ended (SPEC.md, "Image job flow"); each job is counted once. */
 export const JOB_OUTCOMES = ["completed", "failed", "cancelled", "timeout", "lost", "rejected", "no_prompt_id", "upstream_error", "client_gone", "interrupted"] as const;
@@ -21,7 +22,7 @@ export type ImageJobEvent =
    * A /prompt passed the door and waits for the GPU (the status page lists it from here): the prompt_id it will be followed by
    * (`minted` when the turnstile chose it), the body's `client_id` and the client's address.
    */
-  | { phase: "received"; jobId: number; promptId: string; minted: boolean; clientId?: string; client?: string; /** What the tenant calls the job when it is not ComfyUI's prompt (A1111's `txt2img`): the log's word. */ work?: string }
+  | { phase: "received"; jobId: number; promptId: string; minted: boolean; clientId?: string; client?: string; /** What the tenant calls the job when it is not ComfyUI's prompt (A1111's `txt2img`): the log's word. */ work?: string; /** Who it is for (issue 30): a CLIENTS_FILE name or a hash, never a key. */ who?: Identity }
   /** `joined`: the job joined a running image session (no hand-over, no Ollama unload). */
   | { phase: "acquired"; jobId: number; waitedMs: number; joined: boolean; /** Its client's class (issue 30). */ cls?: string }
   /** `models`: those keep_alive:0 was sent to (blind ones included when /api/ps could not be read). */

@@ -1,13 +1,15 @@
 /**
  * An image job's arrival under issue 30's rules, for every image kind alike (ComfyUI's /prompt in
  * image-job.ts, the synchronous generations of tenants/sync-job.ts): who it is for, its client's
- * quota (refused on arrival, before anything is held: a job once accepted is never dropped) and
- * the name its fair turn is taken under. Pure: the identity and the counters are given.
+ * quotas — GPU seconds, then jobs at once — (refused on arrival, before anything is held: a job
+ * once accepted is never dropped) and the name its fair turn is taken under. Pure: the identity,
+ * the counters and the meter are given.
  */
 import type { Identity, Seen } from "../fair/identity.ts";
 import type { ClientQuota, QuotaSlot } from "../fair/quota.ts";
 import type { ErrorReply } from "../http/dialect.ts";
 import type { ImageClient } from "../lock/index.ts";
+import type { GpuMeter } from "./gpu-meter.ts";
 
 /** Image jobs per client: QUOTA_IMAGE_JOBS, or the client's own `images=` of CLIENTS_FILE. */
 export interface ImageQuota {
@@ -25,6 +27,8 @@ export interface FairJobs {
   fairTurns?: boolean;
   /** Absent = no quota. */
   quota?: ImageQuota;
+  /** GPU seconds per client (QUOTA_GPU_SECONDS): refuses on arrival, meters from the job events; absent = off. */
+  gpuMeter?: GpuMeter;
 }
 
 export type FairAdmission =
@@ -40,6 +44,8 @@ export type FairAdmission =
 
 export function admitImageJob(f: FairJobs, seen: Seen): FairAdmission {
   const who = f.identify?.(seen);
+  const overGpu = who && f.gpuMeter?.refusal(who, "image");
+  if (overGpu) return { ok: false, reply: { status: 429, ...overGpu } };
   const limit = who?.images ?? f.quota?.limit ?? 0;
   const slot = who && f.quota?.slots.take(who.client, limit);
   if (who && f.quota && !slot) {

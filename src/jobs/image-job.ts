@@ -99,7 +99,7 @@ export async function handleImageJob(incoming: Request, clientIp: string | undef
   const jobId = takeJobId();
   const { coexist } = deps;
   const workflow = coexist ? workflowKeyOfBody(admission.body.bytes) : undefined;
-  emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp });
+  emit({ phase: "received", jobId, promptId: sentId, minted: admission.body.minted, clientId, client: clientIp, who });
   // Until it is sent, the prompt shows in ComfyUI's /queue, and a client's delete there ends its
   // wait as the client's own leaving would (the GPU is given back, nothing reaches ComfyUI).
   const deleted = new AbortController();

@@ -10,12 +10,15 @@ import { LONG_BUCKETS } from "./turnstile-metrics.ts";
 
 type Label = { client_class: string };
 export type QuotaKind = "image" | "llm";
+/** Which quota refused: too many at once (QUOTA_IMAGE_JOBS, QUOTA_LLM_REQUESTS) or GPU seconds used (QUOTA_GPU_SECONDS). */
+export type QuotaReason = "concurrent" | "gpu_seconds";
+const REASONS: readonly QuotaReason[] = ["concurrent", "gpu_seconds"];
 
 export interface ClassMetrics {
   onJob(e: ImageJobEvent): void;
   /** An LLM request granted a slot after `waitedMs` (each try), its client's class as identify() tells it. */
   onLlmWait(cls: string, waitedMs: number): void;
-  onQuotaRefused(cls: string, kind: QuotaKind): void;
+  onQuotaRefused(cls: string, kind: QuotaKind, reason: QuotaReason): void;
 }
 
 export function createClassMetrics(registry: Registry, classes: readonly string[]): ClassMetrics {
@@ -41,11 +44,11 @@ export function createClassMetrics(registry: Registry, classes: readonly string[
     buckets: LONG_BUCKETS,
     initLabels,
   });
-  const refused = registry.counter<Label & { kind: QuotaKind }>({
+  const refused = registry.counter<Label & { kind: QuotaKind; reason: QuotaReason }>({
     name: "gpu_turnstile_quota_refusals_total",
-    help: "Requests refused on arrival because their client was at its quota (429), by its class and kind (image jobs, LLM requests).",
-    labelNames: ["client_class", "kind"],
-    initLabels: classes.flatMap((client_class) => (["image", "llm"] as const).map((kind) => ({ client_class, kind }))),
+    help: "Requests refused on arrival because their client was at its quota (429), by its class, kind (image jobs, LLM requests) and reason (concurrent: too many at once; gpu_seconds: its GPU time in QUOTA_GPU_WINDOW).",
+    labelNames: ["client_class", "kind", "reason"],
+    initLabels: classes.flatMap((client_class) => (["image", "llm"] as const).flatMap((kind) => REASONS.map((reason) => ({ client_class, kind, reason })))),
   });
   // A class not in the table (cannot happen from identify()) would make a new series: kept out.
   const label = (cls: string | undefined): Label | undefined => (cls !== undefined && known.has(cls) ? { client_class: cls } : undefined);
@@ -61,9 +64,9 @@ export function createClassMetrics(registry: Registry, classes: readonly string[
       const l = label(cls);
       if (l) llmWait.observe(l, waitedMs / 1000);
     },
-    onQuotaRefused(cls, kind) {
+    onQuotaRefused(cls, kind, reason) {
       const l = label(cls);
-      if (l) refused.inc({ ...l, kind });
+      if (l) refused.inc({ ...l, kind, reason });
     },
   };
 }

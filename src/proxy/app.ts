@@ -378,7 +378,7 @@ async function proxyLLM(
   const quota = deps.llmQuota?.take(req, clientIp);
   if (quota && "refused" in quota) return answered(errorResponse(dialect, { status: 429, ...quota.refused }), req, deps, info, t0);
   const watch = deps.idle && watchIdle(deps.idle, deps, req.method, url.pathname);
-  const tracker = quota ? releasingTracker(deps.llmTracker, quota.release) : deps.llmTracker;
+  const tracker = quota ? releasingTracker(deps.llmTracker, quota) : deps.llmTracker;
   const tracked = tracker?.start(url.pathname, clientIp);
   // The nested listener during an image job: the request is part of the job, it takes no LLM slot.
   let nested = deps.nested?.();

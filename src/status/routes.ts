@@ -9,6 +9,7 @@ import type { TrustedProxies } from "../fair/forwarded.ts";
 import type { Seen } from "../fair/identity.ts";
 import { authorise, clientBehindProxy, crossSiteRequest, forbidden } from "./auth.ts";
 import type { LineClient } from "./line.ts";
+import type { GpuUseView } from "../jobs/gpu-meter.ts";
 import type { EventHub } from "./events.ts";
 import type { StatusModel } from "./model.ts";
 import { LeaseRefused, type Steering } from "./steer.ts";
@@ -42,6 +43,8 @@ export interface StatusRoutesDeps {
    * may steer (`seen` undefined), else only the caller's own — told by its key, `?client_id=` or address.
    */
   line?: (seen: Seen | undefined) => LineClient[];
+  /** Each client's GPU seconds in QUOTA_GPU_WINDOW (issue 30), told like `line`; absent when no quota is set. */
+  gpuUse?: (seen: Seen | undefined) => GpuUseView[];
 }
 
 /** The page with CARD_NAME in its title (before its script runs: a tab list tells the cards apart). */
@@ -87,9 +90,11 @@ export function statusRoutes(deps: StatusRoutesDeps): (req: Request, clientIp: s
         );
       case "/turnstile/status": {
         const canSteer = trusted();
-        const line = deps.line?.(viewer(canSteer, req, clientIp));
+        const seen = viewer(canSteer, req, clientIp);
+        const line = deps.line?.(seen);
+        const gpuUse = deps.gpuUse?.(seen);
         return Response.json(
-          { ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined, ...(line ? { line } : {}) },
+          { ...deps.model.snapshot(canSteer), can_steer: canSteer && deps.steering !== undefined, ...(line ? { line } : {}), ...(gpuUse ? { gpu_use: gpuUse } : {}) },
           { headers: { "cache-control": "no-store" } },
         );
       }

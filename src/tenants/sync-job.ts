@@ -91,7 +91,7 @@ export function handleSyncJob(req: Request, url: RequestTarget | undefined, clie
   const pathname = url?.pathname ?? new URL(req.url).pathname;
   const promptId = `${req.method} ${pathname}`;
   const work = routeWord(pathname);
-  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp, work });
+  emit({ phase: "received", jobId, promptId, minted: true, client: clientIp, work, who: fair.who });
   let ticket: SessionTicket | undefined;
   let acquiredAt = 0;
   let everHeld = false;

@@ -307,6 +307,21 @@ test("the place in line (issue 30): a table of each client's waiting image jobs,
   expect(renderStatus(idleDoc(now))).not.toContain("place in line");
 });
 
+test("GPU seconds (issue 30): a table of each client's use in the window, its quota and its running work", () => {
+  const now = 2_000_000;
+  const gpu_use = [
+    { client: "alice", class: "batch", used_s: 612.4, quota_s: 600, running: 1 },
+    { client: "lab", class: "normal", used_s: 3, quota_s: 0, running: 0 },
+  ];
+  const text = renderStatus({ ...idleDoc(now), gpu_use }).split("\n");
+  const at = text.indexOf("GPU seconds in QUOTA_GPU_WINDOW, by client:");
+  expect(at).toBeGreaterThan(0);
+  expect(text[at + 1]).toMatch(/^\s+client\s+class\s+used\s+quota\s+running$/);
+  expect(text[at + 2]).toMatch(/^\s+alice\s+batch\s+612\.4s\s+600s\s+1$/);
+  expect(text[at + 3]).toMatch(/^\s+lab\s+normal\s+3s\s+none\s+0$/);
+  expect(renderStatus(idleDoc(now))).not.toContain("GPU seconds");
+});
+
 test("status --watch follows the place in line (issue 30): a line each time it moved, its estimate ageing while the job ahead runs", async () => {
   stack = await startStack({ comfy: { jobMs: 2000, freeDelayMs: 10 } });
   const { t } = stack;

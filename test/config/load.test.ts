@@ -339,6 +339,15 @@ describe("errors name the key, and file:line for a value from the file", () => {
     expect(e2.message).toBe('config error: environment: BACKOFF_INITIAL: must be at most BACKOFF_MAX (1m0s), got "2m"');
   });
 
+  test("QUOTA_GPU_SECONDS: a class not in FAIR_CLASSES, a class twice or two numbers for everyone names the key and the line", () => {
+    const e = configError(() => load({ files: { [BESIDE]: `${URL_ONLY}FAIR_CLASSES=fast:3,normal:1\nQUOTA_GPU_SECONDS=600,batch:60\n` } }));
+    expect(e.message).toBe(`config error: ${BESIDE}:3: QUOTA_GPU_SECONDS: "batch" is not a class of FAIR_CLASSES (fast, normal), got "600,batch:60"`);
+    expect(configError(() => load({ files: { [BESIDE]: `${URL_ONLY}QUOTA_GPU_SECONDS=batch:6,batch:7\n` } })).message).toBe(`config error: ${BESIDE}:2: QUOTA_GPU_SECONDS: class batch is named twice, got "batch:6,batch:7"`);
+    expect(configError(() => load({ files: { [BESIDE]: `${URL_ONLY}QUOTA_GPU_SECONDS=60, 120\n` } })).message).toContain(`${BESIDE}:2: QUOTA_GPU_SECONDS: more than one number for every client`);
+    expect(configError(() => load({ files: { [BESIDE]: `${URL_ONLY}QUOTA_GPU_SECONDS=10m\n` } })).message).toContain(`${BESIDE}:2: QUOTA_GPU_SECONDS:`);
+    expect(load({ files: { [BESIDE]: `${URL_ONLY}QUOTA_GPU_SECONDS=1800, batch:600\nQUOTA_GPU_WINDOW=24h\n` } }).config).toMatchObject({ quotaGpuSeconds: "1800, batch:600", quotaGpuWindowMs: 24 * 3600_000 });
+  });
+
   test("an upstream URL that points at our own listener would loop forever", () => {
     const e = configError(() => load({ files: { [BESIDE]: "OLLAMA_URL=http://localhost:11434\n" } }));
     expect(e.message).toBe(
@@ -391,6 +400,8 @@ describe("describeConfig", () => {
       "FAIR_CHATS_FIRST=batch",
       "QUOTA_IMAGE_JOBS=0",
       "QUOTA_LLM_REQUESTS=0",
+      "QUOTA_GPU_SECONDS=0",
+      "QUOTA_GPU_WINDOW=1h0m0s",
       "CLIENTS_FILE=",
       "LLM_WAIT_TIMEOUT=10m0s",
       "LLM_DRAIN_TIMEOUT=5m0s",

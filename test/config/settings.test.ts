@@ -25,6 +25,8 @@ const FIELD_TYPES: Record<keyof Config, "string" | "number" | "boolean"> = {
   fairChatsFirst: "string",
   quotaImageJobs: "number",
   quotaLlmRequests: "number",
+  quotaGpuSeconds: "string",
+  quotaGpuWindowMs: "number",
   clientsFile: "string",
   llmWaitTimeoutMs: "number",
   llmIdleTimeoutMs: "number",

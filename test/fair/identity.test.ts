@@ -72,7 +72,7 @@ describe("parseClasses", () => {
 });
 
 describe("fairSetup", () => {
-  const base = { fairClasses: "interactive:4,normal:2,batch:1", fairChatsFirst: "batch", clientsFile: "/etc/clients" };
+  const base = { fairClasses: "interactive:4,normal:2,batch:1", fairChatsFirst: "batch", clientsFile: "/etc/clients", quotaGpuSeconds: "0" };
   test("FAIR_CHATS_FIRST marks its classes; an unknown one is named", () => {
     const ok = fairSetup(base, "n batch cidr=10.0.0.1\n");
     expect(ok.ok && ok.fair.classes.filter((c) => c.chatsFirst).map((c) => c.name)).toEqual(["batch"]);
@@ -82,5 +82,29 @@ describe("fairSetup", () => {
     const own = fairSetup({ ...base, fairClasses: "fast:3,normal:1" }, undefined);
     expect(own.ok && own.fair.classes.some((c) => c.chatsFirst)).toBe(false);
     expect(fairSetup(base, "x vip cidr=10.0.0.1\n")).toMatchObject({ ok: false, message: expect.stringContaining("CLIENTS_FILE /etc/clients line 1:") });
+  });
+
+  test("GPU seconds: a client's own gpu=N, else its class's, else every client's; off when none is set", () => {
+    const file = "alice interactive key=sk-alice gpu=60\nrender batch cidr=10.0.5.0/24\nlab normal cidr=10.0.6.1 gpu=0\n";
+    const ok = fairSetup({ ...base, quotaGpuSeconds: "1800, batch:600" }, file);
+    if (!ok.ok) throw new Error(ok.message);
+    const limit = (seen: Parameters<typeof ok.fair.identify>[0]) => ok.fair.gpuLimitS(ok.fair.identify(seen));
+    expect(ok.fair.gpuQuotas).toBe(true);
+    expect(limit({ authorization: "Bearer sk-alice" })).toBe(60);
+    expect(limit({ address: "10.0.5.3" })).toBe(600);
+    expect(limit({ address: "10.0.6.1" })).toBe(0);
+    expect(limit({ address: "10.0.9.9" })).toBe(1800);
+    const off = fairSetup(base, "render batch cidr=10.0.5.0/24\n");
+    expect(off.ok && off.fair.gpuQuotas).toBe(false);
+    const own = fairSetup(base, "render batch cidr=10.0.5.0/24 gpu=30\n");
+    expect(own.ok && own.fair.gpuQuotas).toBe(true);
+  });
+
+  test("a QUOTA_GPU_SECONDS that cannot be read, or a gpu= that is not a number, is named", () => {
+    expect(fairSetup({ ...base, quotaGpuSeconds: "vip:60" }, undefined)).toEqual({ ok: false, message: 'QUOTA_GPU_SECONDS: "vip" is not a class of FAIR_CLASSES (interactive, normal, batch)' });
+    expect(fairSetup({ ...base, quotaGpuSeconds: "60,batch:1m" }, undefined)).toEqual({ ok: false, message: 'QUOTA_GPU_SECONDS: "batch:1m" is not seconds or class:seconds (e.g. 1800 or batch:600)' });
+    expect(fairSetup({ ...base, quotaGpuSeconds: "60,120" }, undefined)).toMatchObject({ ok: false, message: expect.stringContaining("more than one number") });
+    expect(fairSetup({ ...base, quotaGpuSeconds: "batch:6,batch:7" }, undefined)).toMatchObject({ ok: false, message: expect.stringContaining("class batch is named twice") });
+    expect(fairSetup(base, "# x\nalice normal key=sk-a gpu=10m\n")).toEqual({ ok: false, message: "CLIENTS_FILE /etc/clients line 2: client alice: gpu=10m is not a number (seconds per QUOTA_GPU_WINDOW, 0 = no limit)" });
   });
 });

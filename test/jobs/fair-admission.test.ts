@@ -3,6 +3,9 @@ import { describe, expect, test } from "bun:test";
 import { DEFAULT_CLASS, identify, parseClients } from "../../src/fair/identity.ts";
 import { ClientQuota } from "../../src/fair/quota.ts";
 import { admitImageJob, type FairJobs } from "../../src/jobs/fair-admission.ts";
+import { GpuTime } from "../../src/fair/gpu-time.ts";
+import type { Identity } from "../../src/fair/identity.ts";
+import { GpuMeter } from "../../src/jobs/gpu-meter.ts";
 import { routeWord } from "../../src/tenants/sync-job.ts";
 
 const rules = (() => {
@@ -34,6 +37,22 @@ describe("admitImageJob", () => {
     if (a.ok) a.slot?.release(); // idempotent: one slot back, not two
     expect(admitImageJob(f, seen).ok).toBe(true);
     expect(admitImageJob(f, seen).ok).toBe(false);
+  });
+
+  test("past its GPU seconds a job is refused first, taking no slot of the jobs-at-once quota; another client is let in", () => {
+    const ledger = new GpuTime<Identity>(3600_000);
+    let now = 0;
+    const f = { ...fair(5), gpuMeter: new GpuMeter({ ledger, limitS: () => 2, now: () => now, onRefused: () => {} }) };
+    const seen = { authorization: "Bearer sk-render-01234" };
+    const render = identify(seen, rules);
+    ledger.begin(render.client, 0, render).end(3000);
+    now = 3000;
+    const r = admitImageJob(f, seen);
+    expect(r).toMatchObject({ ok: false, reply: { status: 429, type: "quota_exceeded" } });
+    expect(!r.ok && r.reply.message).toContain("client render used 3 s of GPU time");
+    // Its one image slot (images=1) was not taken by the refusal.
+    expect(f.quota!.slots.held("render")).toBe(0);
+    expect(admitImageJob(f, { address: "10.0.0.9" }).ok).toBe(true);
   });
 
   test("a client's own images=N wins over the setting", () => {

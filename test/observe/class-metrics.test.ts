@@ -13,9 +13,11 @@ test("image waits, jobs served, LLM waits and quota refusals by client class; ev
   m.onLlmWait("interactive", 2500);
   m.onLlmWait("interactive", 0);
   m.onLlmWait("made-up", 100);
-  m.onQuotaRefused("batch", "image");
-  m.onQuotaRefused("batch", "image");
-  m.onQuotaRefused("interactive", "llm");
+  m.onQuotaRefused("batch", "image", "concurrent");
+  m.onQuotaRefused("batch", "image", "concurrent");
+  m.onQuotaRefused("batch", "image", "gpu_seconds");
+  m.onQuotaRefused("interactive", "llm", "concurrent");
+  m.onQuotaRefused("made-up", "llm", "gpu_seconds");
   const p = parseExposition(registry.render());
   expect(sampleValue(p, "gpu_turnstile_image_jobs_by_class_total", { client_class: "batch" })).toBe(1);
   expect(sampleValue(p, "gpu_turnstile_image_jobs_by_class_total", { client_class: "interactive" })).toBe(1);
@@ -24,8 +26,9 @@ test("image waits, jobs served, LLM waits and quota refusals by client class; ev
   expect(sampleValue(p, "gpu_turnstile_llm_wait_by_class_seconds_sum", { client_class: "interactive" })).toBe(2.5);
   expect(sampleValue(p, "gpu_turnstile_llm_wait_by_class_seconds_count", { client_class: "interactive" })).toBe(2);
   expect(sampleValue(p, "gpu_turnstile_llm_wait_by_class_seconds_count", { client_class: "batch" })).toBe(0);
-  expect(sampleValue(p, "gpu_turnstile_quota_refusals_total", { client_class: "batch", kind: "image" })).toBe(2);
-  expect(sampleValue(p, "gpu_turnstile_quota_refusals_total", { client_class: "interactive", kind: "llm" })).toBe(1);
-  expect(sampleValue(p, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "image" })).toBe(0);
+  expect(sampleValue(p, "gpu_turnstile_quota_refusals_total", { client_class: "batch", kind: "image", reason: "concurrent" })).toBe(2);
+  expect(sampleValue(p, "gpu_turnstile_quota_refusals_total", { client_class: "batch", kind: "image", reason: "gpu_seconds" })).toBe(1);
+  expect(sampleValue(p, "gpu_turnstile_quota_refusals_total", { client_class: "interactive", kind: "llm", reason: "concurrent" })).toBe(1);
+  expect(sampleValue(p, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "image", reason: "gpu_seconds" })).toBe(0);
   expect(registry.render()).not.toContain("made-up");
 });

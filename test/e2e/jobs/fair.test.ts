@@ -98,7 +98,7 @@ describe("quotas", () => {
     expect(sentIds(s)).not.toContain(refusedId);
     expect(s.comfy!.jobs().filter((j) => j.state === "done")).toHaveLength(3);
     const metrics = parseExposition(await (await fetch(`${s.t.comfyUrl}/metrics`)).text());
-    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "image" })).toBe(1);
+    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "image", reason: "concurrent" })).toBe(1);
     expect(sampleValue(metrics, "gpu_turnstile_image_jobs_by_class_total", { client_class: "normal" })).toBe(3);
     // Once alice's jobs are done, she may send again — even the id that was refused.
     expect((await submit(s.t, fromClient(refusedId, "alice-1"))).status).toBe(200);
@@ -148,7 +148,7 @@ describe("LLM quota", () => {
     expect(third.status).toBe(200);
     await third.text();
     const metrics = parseExposition(await (await fetch(`${s.t.ollamaUrl}/metrics`)).text());
-    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "llm" })).toBe(2);
+    expect(sampleValue(metrics, "gpu_turnstile_quota_refusals_total", { client_class: "normal", kind: "llm", reason: "concurrent" })).toBe(2);
   });
 });
 
