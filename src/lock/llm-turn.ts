@@ -34,7 +34,10 @@ export function turnsAhead(line: readonly Turn[], chat: number, sessions: boolea
   for (let i = 0; i < line.length; i++) if (line[i]!.id < chat) last = i;
   let leases = 0;
   let images = 0;
-  for (let i = 0; i <= last; i++) line[i]!.kind === "image" ? images++ : leases++;
+  for (let i = 0; i <= last; i++) {
+    if (line[i]!.kind === "image") images++;
+    else leases++;
+  }
   const sessionAhead = admitting || images > 0;
   return leases + (sessionAhead ? line.reduce((n, w) => n + (w.kind === "image" ? 1 : 0), 0) : images);
 }
