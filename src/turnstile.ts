@@ -46,7 +46,7 @@ import { comfyCancelWatch } from "./proxy/comfy-cancels.ts";
 import { startHealthMonitor, type HealthMonitor, type ProbeReport } from "./observe/health.ts";
 import { CardRefresh } from "./status/card-refresh.ts";
 import { EventHub } from "./status/events.ts";
-import { StatusModel } from "./status/model.ts";
+import { LlmRequest, StatusModel } from "./status/model.ts";
 import { statusRoutes } from "./status/routes.ts";
 import { placeInLine } from "./status/line.ts";
 import { Steering } from "./status/steer.ts";
@@ -223,7 +223,9 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
   lock.onEvent(lockLogger(log));
   // Both read per call: the busy answer's estimate and the steering's lease queue are made below.
   const upstreamUrls = { ollama: config.ollamaUrl && redactUrl(config.ollamaUrl), comfy: config.comfyUrl && redactUrl(config.comfyUrl) };
-  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting(), coexist: config.coexist ? () => coexistStatus(coexist) : undefined });
+  // Who waits, in the order the lock will grant them (issue 30): the place in line and the waiters' reasons.
+  const lockLines = () => ({ image: lock.imageLine(), llm: lock.llmLine() });
+  const status = new StatusModel({ version: opts.version, upstreams, upstreamUrls, card, retryAfterS: () => common.busy.retryAfterS, leaseQueue: () => steering.waiting(), lockOrder: lockLines, coexist: config.coexist ? () => coexistStatus(coexist) : undefined });
   lock.onEvent((e) => status.onLock(e));
   const cardMetrics = createCardMetrics(metrics.registry, {
     // Exact counts: the status lists are cut at MAX_LISTED.
@@ -358,7 +360,7 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
       machineHost: steeringHost(config.allowedHosts),
       // A place in line (issue 30): the lock's order, the busy answer's estimate per jobs ahead.
       line: (seen) =>
-        placeInLine(lock.imageLine(), (ahead) => (fixedRetryAfter === "auto" ? estimator.retryAfterS(ahead) : fixedRetryAfter), seen && fair.identify(seen).client),
+        placeInLine(lockLines(), (ahead) => (fixedRetryAfter === "auto" ? estimator.retryAfterS(ahead) : fixedRetryAfter), seen && fair.identify(seen).client),
       gpuUse: gpuMeter && ((seen) => gpuMeter.uses(seen && fair.identify(seen).client)),
     }),
     llmTracker: status,
@@ -550,7 +552,12 @@ export function startTurnstile(opts: TurnstileOptions): Turnstile {
     const noGpu = ollama && noGpuRule(ollama, log, config.probeTimeoutMs);
     // LLM waits by class (issue 30), the client told as for the LLM quota.
     const llmWaited = (req: Request, clientIp: string | undefined, waitedMs: number) => classMetrics.onLlmWait(llmClient(req, clientIp).cls, waitedMs);
-    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, refuse: side.refuseLlm, restored: side.restored, llmWaited };
+    // A waiting LLM request's place in line (issue 30), under the status' number for it.
+    const llmWaiter = (req: Request, clientIp: string | undefined, tracked: unknown) => {
+      const who = llmClient(req, clientIp);
+      return { client: who.client, cls: who.cls, tag: tracked instanceof LlmRequest ? tracked.id : undefined };
+    };
+    const llmSide = { watchLlmBody, noGpu: noGpu?.decide, watchPass: noGpu?.watchPass, classify: side.classifyLlm, refuse: side.refuseLlm, restored: side.restored, llmWaited, llmWaiter };
     if (config.ollamaUrl) start("ollama", "LISTEN_OLLAMA", config.listenOllama, config.ollamaUrl, { ...llmSide, llmQuota, coexist: coexist && ((m) => coexist.serve(m)) });
     if (config.ollamaUrl && config.listenOllamaNested) {
       const nested = tenants.image ? () => sessions.joinNested() : undefined;

@@ -64,7 +64,7 @@ export function table(header: readonly string[], rows: readonly (readonly string
 
 const UPSTREAM_NAMES: Record<string, string> = { ollama: "Ollama", comfy: "ComfyUI" };
 
-/** The document as a few lines for a terminal; `line`: the place in line of image jobs, `gpu_use`: GPU seconds by client (issue 30). */
+/** The document as a few lines for a terminal; `line`: the place in line of image jobs and chats, `gpu_use`: GPU seconds by client (issue 30). */
 export function renderStatus(doc: StatusDoc & { line?: LineClient[]; gpu_use?: GpuUseView[] }): string {
   const since = doc.now - Date.parse(doc.state_since);
   const lines = [`card: ${doc.card || NONE}   (gpu-turnstile ${doc.version})`, `GPU: ${doc.state} for ${dur(since)}`];
@@ -88,8 +88,8 @@ export function renderStatus(doc: StatusDoc & { line?: LineClient[]; gpu_use?: G
     lines.push(`waiting: ${who} ${w.reason}, for ${dur(doc.now - w.since)}, estimate ${w.retry_after_s}s${w.client ? `, from ${w.client}` : ""}`);
   }
   if (doc.line && doc.line.length > 0) {
-    lines.push("place in line (image jobs, by client):");
-    lines.push(...table(["client", "class", "job", "position", "estimate"], doc.line.flatMap((c) => c.jobs.map((j) => [c.client, c.class, String(j.job), String(j.position), `${j.estimate_s}s`]))));
+    lines.push("place in line (by client):");
+    lines.push(...table(["client", "class", "waiting", "position", "estimate"], doc.line.flatMap((c) => places(c).map((p) => [c.client, c.class, `${p.what === "chat" ? "chat" : "image job"} ${p.n}`, String(p.position), `${p.estimate_s}s`]))));
   }
   if (doc.gpu_use && doc.gpu_use.length > 0) {
     lines.push("GPU seconds in QUOTA_GPU_WINDOW, by client:");
@@ -155,10 +155,21 @@ function modelsLine(models: StatusDoc["models"]): string {
   return `ollama models: ${models.length ? models.map((m) => `${m.name} (${processorOf(m)})`).join(", ") : "none"}`;
 }
 
-/** The place in line in one line (issue 30), each client's waiting jobs with position and estimate; undefined from a turnstile without it. */
+/**
+ * A client's waiting image jobs and chats in the lock's order; on a tie the chat's LLM turn comes
+ * first (it is not behind that job). `requests` is absent from a turnstile before chats had a place.
+ */
+function places(c: LineClient): { what: "chat" | "job"; n: number; position: number; estimate_s: number }[] {
+  const chats = (c.requests ?? []).map((r) => ({ what: "chat" as const, n: r.request, position: r.position, estimate_s: r.estimate_s }));
+  const jobs = c.jobs.map((j) => ({ what: "job" as const, n: j.job, position: j.position, estimate_s: j.estimate_s }));
+  // Stable: chats, listed first, stay before a job of the same position.
+  return [...chats, ...jobs].sort((a, b) => a.position - b.position);
+}
+
+/** The place in line in one line (issue 30), each client's waiting jobs and chats with position and estimate; undefined from a turnstile without it. */
 function placeLine(line: LineClient[] | undefined): string | undefined {
   if (!line) return undefined;
-  const clients = line.map((c) => `${c.client} (${c.class}): ${c.jobs.map((j) => `job ${j.job} #${j.position} ~${j.estimate_s}s`).join(", ")}`);
+  const clients = line.map((c) => `${c.client} (${c.class}): ${places(c).map((p) => `${p.what} ${p.n} #${p.position} ~${p.estimate_s}s`).join(", ")}`);
   return `place in line: ${clients.length ? clients.join("; ") : "none"}`;
 }
 

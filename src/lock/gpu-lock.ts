@@ -1,5 +1,6 @@
 import { FairTurns } from "../fair/turns.ts";
-import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKind, LineEntry, LockEvent, LockSnapshot } from "./types.ts";
+import { turnsAhead } from "./llm-turn.ts";
+import type { GpuLockOptions, GpuState, ImageClient, ImageLease, Lease, LeaseKind, LineEntry, LlmLineEntry, LockEvent, LockSnapshot } from "./types.ts";
 
 /**
  * The two-mode, writer-preferring lock of the SPEC: "readers" are LLM requests (any number at
@@ -118,6 +119,20 @@ export class GpuLock {
     return this.#turns.entries().map((w) => ({ kind: w.kind, client: w.named ? w.client : undefined, cls: w.cls, tag: w.tag }));
   }
 
+  /**
+   * The LLM requests waiting, oldest first, each with how many of imageLine()'s entries go before
+   * its LLM turn (llm-turn.ts; `chatsFirst` image jobs never do: they wait while a chat waits).
+   */
+  llmLine(): LlmLineEntry[] {
+    if (this.#llmQueue.length === 0) return [];
+    const line = this.#turns.entries().filter((w) => this.#blocks(w));
+    // #joinable without its per-moment rules (a lease called first, a client with a job in the
+    // session): a leaver could lift those, so the count must not rest on them.
+    const s = this.#session;
+    const admitting = s !== undefined && !s.closing && this.#now() - s.startedAt < this.#sessionMaxMs;
+    return this.#llmQueue.map((w) => ({ client: w.named ? w.client : undefined, cls: w.cls, tag: w.tag, ahead: turnsAhead(line, w.id, this.#sessionMaxMs > 0, admitting) }));
+  }
+
   onEvent(listener: (e: LockEvent) => void): () => void {
     // Wrap so the same function can subscribe twice and unsubscribe each independently.
     const entry = (e: LockEvent) => listener(e);
@@ -127,11 +142,12 @@ export class GpuLock {
     };
   }
 
-  acquireLLM(signal?: AbortSignal): Promise<Lease> {
+  /** `who`: its client, for its place in line only (llmLine; LLM requests take no fair turns). */
+  acquireLLM(signal?: AbortSignal, who?: ImageClient): Promise<Lease> {
     const id = this.#nextId++;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const at = this.#now();
-    if (!this.#llmMayEnter()) return this.#enqueue(this.#llmQueue, "llm", id, at, signal);
+    if (!this.#llmMayEnter()) return this.#enqueue(this.#llmQueue, "llm", id, at, signal, who);
     const lease = this.#take("llm", id, at, at);
     this.#finish(at);
     return Promise.resolve(lease);

@@ -49,11 +49,14 @@ export type LockEvent =
   /** A waiter whose signal aborted before it was granted. `id` is an addition to the brief's shape. */
   | { type: "abandoned"; kind: LeaseKind; waitedMs: number; reason: unknown; id: number };
 
-/** Who an image job is for (issue 30): its client's name and class, never a secret. */
+/**
+ * Who a waiter is for (issue 30): its client's name and class, never a secret. For an image job
+ * it decides its fair turn; for an LLM request only its place in line (LLM requests take no turns).
+ */
 export interface ImageClient {
   readonly client: string;
   readonly cls: string;
-  /** The caller's own number for the waiter (the image job's), returned by imageLine(). */
+  /** The caller's own number for the waiter (the image job's, the LLM request's), returned by imageLine() and llmLine(). */
   readonly tag?: number;
 }
 
@@ -64,6 +67,18 @@ export interface LineEntry {
   readonly client: string | undefined;
   readonly cls: string;
   readonly tag: number | undefined;
+}
+
+/**
+ * A waiting LLM request (issue 30). LLM waiters are granted together when the card turns to llm,
+ * so a chat's place is that of its LLM turn: after at most `ahead` of imageLine()'s entries.
+ */
+export interface LlmLineEntry {
+  /** Undefined for one that named no client. */
+  readonly client: string | undefined;
+  readonly cls: string;
+  readonly tag: number | undefined;
+  readonly ahead: number;
 }
 
 export interface GpuLockOptions {

@@ -11,6 +11,7 @@ import type { ImageJobDeps } from "../jobs/image-job.ts";
 import { handleImageJob } from "../jobs/image-job.ts";
 import { classify, type Listener, type RequestClass } from "./classify.ts";
 import type { BodyEnd } from "../upstream/h1-pool.ts";
+import type { ImageClient } from "../lock/index.ts";
 import { formatDuration } from "../config/duration.ts";
 import { dialectFor, errorResponse, ownAnswerSize, type ErrorReply, type ImageDialect } from "../http/dialect.ts";
 import { admit, requestPath, type RequestTarget } from "./front-door.ts";
@@ -115,6 +116,11 @@ export interface ListenerAppDeps {
   llmTracker?: LlmTracker;
   /** Concurrent LLM requests per client (QUOTA_LLM_REQUESTS, issue 30); absent = none. */
   llmQuota?: LlmQuota;
+  /**
+   * Who an LLM request that must wait is, with the number `llmTracker` gave it (`tracked`): its
+   * place in line (issue 30). Asked only when it waits.
+   */
+  llmWaiter?: (req: Request, clientIp: string | undefined, tracked: unknown) => ImageClient;
   /** Each LLM request granted a slot (each try), with its wait: the metrics by class (issue 30). */
   llmWaited?: (req: Request, clientIp: string | undefined, waitedMs: number) => void;
   /** The inflate budget for zstd bodies, shared by the listeners (zstd-body.ts). */
@@ -389,7 +395,7 @@ async function proxyLLM(
   const gate = req.headers.get(NO_WAIT_HEADER) === "0" ? NO_WAIT_GATE : deps.busy;
   const waited = deps.llmWaited;
   const admitSlot = () =>
-    admitLLM(deps.lock, gate, req.signal).then((h) => {
+    admitLLM(deps.lock, gate, req.signal, deps.llmWaiter && (() => deps.llmWaiter!(req, clientIp, tracked))).then((h) => {
       tracker?.admitted(tracked);
       waited?.(req, clientIp, h.waitedMs);
       return h;

@@ -1,3 +1,5 @@
+import type { ImageClient } from "../lock/index.ts";
+
 /**
  * Admission of one LLM request to the GPU (SPEC "Lock semantics", LLM_BUSY_MODE).
  * `wait`: queue behind the image job for at most LLM_WAIT_TIMEOUT; `reject`: answer at once.
@@ -8,7 +10,8 @@ export interface LlmLease {
 }
 
 export interface LlmLock {
-  acquireLLM(signal?: AbortSignal): Promise<LlmLease>;
+  /** `who`: the request's client, for its place in line (issue 30). */
+  acquireLLM(signal?: AbortSignal, who?: ImageClient): Promise<LlmLease>;
   tryAcquireLLM(): LlmLease | null;
   /** The GPU's state, for the busy answer's wording. */
   readonly state?: string;
@@ -27,15 +30,18 @@ export interface GateSettings {
   waitTimeoutMs: number;
 }
 
-/** Resolves with a lease; rejects with GpuBusyError, or with the client's abort reason. */
-export async function admitLLM(lock: LlmLock, s: GateSettings, clientSignal: AbortSignal): Promise<LlmLease> {
+/**
+ * Resolves with a lease; rejects with GpuBusyError, or with the client's abort reason. `who` is
+ * asked only when the request must wait: who it is matters for its place in line alone.
+ */
+export async function admitLLM(lock: LlmLock, s: GateSettings, clientSignal: AbortSignal, who?: () => ImageClient): Promise<LlmLease> {
   // The common case — the GPU is free for LLM work — costs no timer and no composite signal.
   const now = lock.tryAcquireLLM();
   if (now) return now;
   if (s.mode === "reject") throw new GpuBusyError("reject");
   const timeout = AbortSignal.timeout(s.waitTimeoutMs);
   try {
-    return await lock.acquireLLM(AbortSignal.any([clientSignal, timeout]));
+    return await lock.acquireLLM(AbortSignal.any([clientSignal, timeout]), who?.());
   } catch (err) {
     if (clientSignal.aborted) throw clientSignal.reason;
     if (timeout.aborted) throw new GpuBusyError("wait_timeout");

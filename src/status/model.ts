@@ -10,7 +10,8 @@ import type { ImageJobEvent, JobOutcome } from "../jobs/events.ts";
 import type { GpuState, LockEvent } from "../lock/index.ts";
 import { comfyJobNews, comfyMemory, residentModels, type ComfyMemory, type ResidentModel } from "./card.ts";
 import type { LeaseEvent, LeaseView } from "./steer.ts";
-import { waitReasons, type WaiterKey } from "./waiters.ts";
+import type { LockLines } from "./line.ts";
+import { inLockOrder, waitReasons, type WaiterKey } from "./waiters.ts";
 
 export type UpstreamName = "ollama" | "comfy";
 /**
@@ -154,7 +155,7 @@ export interface StatusDoc {
   comfy_memory: (ComfyMemory & { at: number }) | null;
   /** Only with COEXIST on. */
   coexist?: CoexistStatus;
-  /** Everyone waiting for the card, oldest first, each with its reason and estimate. */
+  /** Everyone waiting for the card, in the order the lock will grant them (oldest first without the lock's lines), each with its reason and estimate. */
   waiting: WaiterView[];
   /** Waiters left out of `waiting` (exact). */
   waiting_omitted: number;
@@ -216,6 +217,8 @@ export interface StatusModelOptions {
   retryAfterS?: () => number;
   /** Leases asked for and not yet granted, oldest first (status/steer.ts). */
   leaseQueue?: () => readonly { holder: string; by: string; since: number }[];
+  /** The lock's lines (issue 30): `waiting` is listed in the order it will grant. Absent: oldest first. */
+  lockOrder?: () => LockLines;
   /** COEXIST on: what stays beside the image session (absent: off, and no `coexist` field). */
   coexist?: () => CoexistStatus;
 }
@@ -243,6 +246,7 @@ export class StatusModel {
   readonly #coexist: (() => CoexistStatus) | undefined;
   readonly #retryAfterS: () => number;
   readonly #leaseQueue: () => readonly { holder: string; by: string; since: number }[];
+  readonly #lockOrder: (() => LockLines) | undefined;
   #models: ResidentModel[] | null = null;
   #modelsAt: number | null = null;
   #comfyMemory: StatusDoc["comfy_memory"] = null;
@@ -256,6 +260,7 @@ export class StatusModel {
     this.#maxRecent = opts.maxRecent ?? 20;
     this.#retryAfterS = opts.retryAfterS ?? (() => 0);
     this.#leaseQueue = opts.leaseQueue ?? (() => []);
+    this.#lockOrder = opts.lockOrder;
     this.#coexist = opts.coexist;
     this.#spans = [{ state: "idle", from: this.#now() }];
     for (const u of opts.upstreams) this.#upstreams.set(u, withUrl({ up: null, version: null }, opts.upstreamUrls?.[u]));
@@ -531,7 +536,7 @@ export class StatusModel {
         if (age > oldestWait) oldestWait = age;
         const view: Omit<WaiterView, "reason" | "retry_after_s"> = { kind: "llm", id: r.id, since: r.since };
         if (withClients && r.client !== undefined) view.client = r.client;
-        waiters.push({ key: { kind: "llm" }, view });
+        waiters.push({ key: { kind: "llm", id: r.id }, view });
       } else if (!r.retrying && !r.nested) inflight++;
       const view: StatusDoc["llm"]["requests"][number] = { id: r.id, path: r.path, model: r.model ?? null, age_ms: age, waiting: r.waiting, since: r.since };
       if (r.retrying) view.retrying = true;
@@ -564,7 +569,8 @@ export class StatusModel {
       waiters.push({ key: { kind: "lease", holder: l.holder }, view });
     }
     waiters.sort((a, b) => a.view.since - b.view.since);
-    const reasons = waitReasons({ state: this.#state, llmHolding: inflight, imageJob: running?.job ?? null, lease: this.#lease?.holder ?? null }, waiters.map((w) => w.key));
+    const ordered = this.#lockOrder ? inLockOrder(waiters, this.#lockOrder()) : waiters;
+    const reasons = waitReasons({ state: this.#state, llmHolding: inflight, imageJob: running?.job ?? null, lease: this.#lease?.holder ?? null }, ordered.map((w) => w.key));
     const retryAfterS = waiters.length > 0 ? this.#retryAfterS() : 0;
     const count = (phase: ImagePhase) => jobs.reduce((n, j) => n + (j.phase === phase ? 1 : 0), 0);
     // Thousands of waiters must not push one `holders` event past a reader's limit (events.ts):
@@ -585,7 +591,7 @@ export class StatusModel {
         jobs: jobs.slice(0, MAX_LISTED),
         jobs_omitted: Math.max(0, jobs.length - MAX_LISTED),
       },
-      waiting: waiters.slice(0, MAX_LISTED).map((w, i) => ({ ...w.view, reason: reasons[i]!, retry_after_s: retryAfterS })),
+      waiting: ordered.slice(0, MAX_LISTED).map((w, i) => ({ ...w.view, reason: reasons[i]!, retry_after_s: retryAfterS })),
       waiting_omitted: Math.max(0, waiters.length - MAX_LISTED),
     };
   }

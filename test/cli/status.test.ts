@@ -292,18 +292,20 @@ test("names a client chose (a waiting chat's model, a job's client_id) reach the
   }
 }, 15_000);
 
-test("the place in line (issue 30): a table of each client's waiting image jobs, position and estimate", () => {
+test("the place in line (issue 30): a table of each client's waiting image jobs and chats, position and estimate", () => {
   const now = 2_000_000;
   const line = [
-    { client: "bob", class: "interactive", jobs: [{ job: 7, position: 1, estimate_s: 4 }] },
-    { client: "alice", class: "batch", jobs: [{ job: 3, position: 2, estimate_s: 9 }] },
+    { client: "bob", class: "interactive", jobs: [{ job: 7, position: 1, estimate_s: 4 }], requests: [] },
+    // Alice's chat goes when the card turns to llm after bob's job: before her own job of the same place.
+    { client: "alice", class: "batch", jobs: [{ job: 3, position: 2, estimate_s: 9 }], requests: [{ request: 12, position: 2, estimate_s: 9 }] },
   ];
   const text = renderStatus({ ...idleDoc(now, { state: "image" }), line }).split("\n");
-  const at = text.indexOf("place in line (image jobs, by client):");
+  const at = text.indexOf("place in line (by client):");
   expect(at).toBeGreaterThan(0);
-  expect(text[at + 1]).toMatch(/^\s+client\s+class\s+job\s+position\s+estimate$/);
-  expect(text[at + 2]).toMatch(/^\s+bob\s+interactive\s+7\s+1\s+4s$/);
-  expect(text[at + 3]).toMatch(/^\s+alice\s+batch\s+3\s+2\s+9s$/);
+  expect(text[at + 1]).toMatch(/^\s+client\s+class\s+waiting\s+position\s+estimate$/);
+  expect(text[at + 2]).toMatch(/^\s+bob\s+interactive\s+image job 7\s+1\s+4s$/);
+  expect(text[at + 3]).toMatch(/^\s+alice\s+batch\s+chat 12\s+2\s+9s$/);
+  expect(text[at + 4]).toMatch(/^\s+alice\s+batch\s+image job 3\s+2\s+9s$/);
   expect(renderStatus(idleDoc(now))).not.toContain("place in line");
 });
 

@@ -5,6 +5,8 @@
  *   - the card is in one state: no LLM slot while an image session or a lease holds it;
  *   - in a session a named client never has two jobs at once;
  *   - every call settles once, and an aborted waiter is never granted;
+ *   - a waiting chat's place (llmLine: image jobs and leases ahead of its LLM turn) never rises
+ *     while no image job or lease joins, and every one granted before the chat was counted in it;
  * and at the end, once every holder has let go, nothing is left waiting (no stall).
  *
  * Replay: FAIR_LOCK_SEED=<seed> FAIR_LOCK_RUNS=<n> npx bun test test/lock/fair-turns.property.test.ts
@@ -29,6 +31,8 @@ interface Call {
   client?: string;
   ac: AbortController;
   settles: number;
+  /** A waiting chat's place as last told (llmLine's `ahead`). */
+  ahead?: number;
   lease?: Lease;
   rejected?: boolean;
   abortedAt?: number;
@@ -49,6 +53,10 @@ async function run(seed: number): Promise<void> {
     ],
   });
   const calls: Call[] = [];
+  let wholeGrants = 0;
+  lock.onEvent((e) => {
+    if (e.type === "acquired" && e.kind !== "llm") wholeGrants++;
+  });
   const fail = (msg: string) => {
     throw new Error(`seed ${seed}: ${msg} (replay: FAIR_LOCK_SEED=${seed} FAIR_LOCK_RUNS=1)`);
   };
@@ -70,7 +78,8 @@ async function run(seed: number): Promise<void> {
   const ask = (kind: Call["kind"], who?: (typeof CLIENTS)[number]) => {
     const c: Call = { kind, client: who?.client, ac: new AbortController(), settles: 0 };
     calls.push(c);
-    const p = kind === "llm" ? lock.acquireLLM(c.ac.signal) : kind === "lease" ? lock.acquireLease(c.ac.signal) : lock.acquireImage(c.ac.signal, who);
+    const tag = calls.length - 1;
+    const p = kind === "llm" ? lock.acquireLLM(c.ac.signal, who && { ...who, tag }) : kind === "lease" ? lock.acquireLease(c.ac.signal) : lock.acquireImage(c.ac.signal, who);
     p.then(
       (l) => {
         c.settles++;
@@ -90,13 +99,31 @@ async function run(seed: number): Promise<void> {
     c.lease!.release();
   };
 
+  /**
+   * Each waiting chat's place against the one told before: with nobody joining, it dropped by at
+   * least the image jobs and leases granted meanwhile (so none went first uncounted).
+   */
+  const checkPlaces = (joined: boolean, granted: number) => {
+    for (const e of lock.llmLine()) {
+      const c = calls[e.tag!]!;
+      if (!joined && c.ahead !== undefined && e.ahead + granted > c.ahead) fail(`a chat's place went from ${c.ahead} to ${e.ahead} with ${granted} granted and nobody joining`);
+      c.ahead = e.ahead;
+    }
+  };
+
   for (let step = 0; step < 60; step++) {
     const r = rnd();
+    const before = wholeGrants;
+    let joined = false;
     if (r < 0.35) {
       const who = rnd() < 0.85 ? CLIENTS[Math.floor(rnd() * CLIENTS.length)] : undefined;
       ask("image", who);
-    } else if (r < 0.55) ask("llm");
-    else if (r < 0.58) ask("lease");
+      joined = true;
+    } else if (r < 0.55) ask("llm", CLIENTS[Math.floor(rnd() * CLIENTS.length)]);
+    else if (r < 0.58) {
+      ask("lease");
+      joined = true;
+    }
     else if (r < 0.88) {
       const h = held();
       if (h.length > 0) release(h[Math.floor(rnd() * h.length)]!);
@@ -110,15 +137,18 @@ async function run(seed: number): Promise<void> {
     } else clock.advance(Math.floor(rnd() * 100));
     await flush();
     check();
+    checkPlaces(joined, wholeGrants - before);
   }
   // Everyone lets go: whatever waits must be granted in turn, down to nothing.
   for (let round = 0; round < 500; round++) {
     const h = held();
     if (h.length === 0 && calls.every((c) => c.settles === 1)) break;
+    const before = wholeGrants;
     for (const c of h) release(c);
     clock.advance(50);
     await flush();
     check();
+    checkPlaces(false, wholeGrants - before);
   }
   const stuck = calls.filter((c) => c.settles === 0);
   if (stuck.length > 0) fail(`${stuck.length} waiter(s) never granted: ${stuck.map((c) => `${c.kind}${c.client ? `:${c.client}` : ""}`).join(", ")}; ${JSON.stringify(lock.snapshot())}`);

@@ -14,15 +14,32 @@ const entries = [
 ];
 
 test("grouped by client in the lock's order, each with its position and the estimate for the jobs ahead", () => {
-  expect(placeInLine(entries, (ahead) => 10 * (ahead + 1))).toEqual([
-    { client: "alice", class: "batch", jobs: [{ job: 11, position: 1, estimate_s: 10 }, { job: 12, position: 4, estimate_s: 40 }] },
-    { client: "bob", class: "interactive", jobs: [{ job: 20, position: 2, estimate_s: 20 }] },
+  expect(placeInLine({ image: entries, llm: [] }, (ahead) => 10 * (ahead + 1))).toEqual([
+    { client: "alice", class: "batch", jobs: [{ job: 11, position: 1, estimate_s: 10 }, { job: 12, position: 4, estimate_s: 40 }], requests: [] },
+    { client: "bob", class: "interactive", jobs: [{ job: 20, position: 2, estimate_s: 20 }], requests: [] },
   ]);
 });
 
+test("waiting chats: each at its LLM turn after the image jobs ahead, grouped with its client's jobs, the group at its first place", () => {
+  const llm = [
+    { client: "bob", cls: "interactive", tag: 5, ahead: 1 },
+    { client: "carol", cls: "normal", tag: 6, ahead: 4 },
+    { client: "anon", cls: "normal", tag: undefined, ahead: 4 },
+    { client: undefined, cls: "normal", tag: 9, ahead: 4 },
+  ];
+  const estimate = (ahead: number) => 10 * (ahead + 1);
+  expect(placeInLine({ image: entries, llm }, estimate)).toEqual([
+    { client: "alice", class: "batch", jobs: [{ job: 11, position: 1, estimate_s: 10 }, { job: 12, position: 4, estimate_s: 40 }], requests: [] },
+    // Bob's chat goes when the card turns to llm after alice's first job: position 2, as his own image job.
+    { client: "bob", class: "interactive", jobs: [{ job: 20, position: 2, estimate_s: 20 }], requests: [{ request: 5, position: 2, estimate_s: 20 }] },
+    { client: "carol", class: "normal", jobs: [], requests: [{ request: 6, position: 5, estimate_s: 50 }] },
+  ]);
+  expect(placeInLine({ image: entries, llm }, estimate, "carol")).toEqual([{ client: "carol", class: "normal", jobs: [], requests: [{ request: 6, position: 5, estimate_s: 50 }] }]);
+});
+
 test("a viewer who may not steer sees its own entries only, with their places among everyone's", () => {
-  expect(placeInLine(entries, (ahead) => ahead, "bob")).toEqual([{ client: "bob", class: "interactive", jobs: [{ job: 20, position: 2, estimate_s: 1 }] }]);
-  expect(placeInLine(entries, (ahead) => ahead, "carol")).toEqual([]);
+  expect(placeInLine({ image: entries, llm: [] }, (ahead) => ahead, "bob")).toEqual([{ client: "bob", class: "interactive", jobs: [{ job: 20, position: 2, estimate_s: 1 }], requests: [] }]);
+  expect(placeInLine({ image: entries, llm: [] }, (ahead) => ahead, "carol")).toEqual([]);
 });
 
 test("/turnstile/status: loopback sees every client's place; another client sees only its own, told by ?client_id=", async () => {
@@ -38,16 +55,16 @@ test("/turnstile/status: loopback sees every client's place; another client sees
     model,
     hub: new EventHub({ model }),
     adminToken: "",
-    line: (seen) => placeInLine(lock.imageLine(), (ahead) => 5 * (ahead + 1), seen && identify(seen, parsed.rules).client),
+    line: (seen) => placeInLine({ image: lock.imageLine(), llm: lock.llmLine() }, (ahead) => 5 * (ahead + 1), seen && identify(seen, parsed.rules).client),
   });
   const line = async (url: string, ip: string) => ((await (await r(new Request(url), ip)).json()) as { line: unknown }).line;
   // Bob's interactive job goes first: weight 4 against alice's 1.
   expect(await line("http://t/turnstile/status", "127.0.0.1")).toEqual([
-    { client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 5 }] },
-    { client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 10 }, { job: 2, position: 3, estimate_s: 15 }] },
+    { client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 5 }], requests: [] },
+    { client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 10 }, { job: 2, position: 3, estimate_s: 15 }], requests: [] },
   ]);
   const bob = await line("http://t/turnstile/status?client_id=bob-tab-2", "192.168.1.5");
-  expect(bob).toEqual([{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 5 }] }]);
+  expect(bob).toEqual([{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 5 }], requests: [] }]);
   expect(JSON.stringify(bob)).not.toContain("alice");
   expect(await line("http://t/turnstile/status", "192.168.1.5")).toEqual([]);
   chat.release();
@@ -64,7 +81,7 @@ test("/turnstile/events: each reader's line is its own, in the first status and 
   const hub = new EventHub({ model, tickMs: 20 });
   // What the running job has left: the estimator's figure shrinks as it runs.
   let left = 30;
-  const r = statusRoutes({ model, hub, adminToken: "", line: (seen) => placeInLine(lock.imageLine(), (ahead) => left + 10 * ahead, seen && identify(seen, parsed.rules).client) });
+  const r = statusRoutes({ model, hub, adminToken: "", line: (seen) => placeInLine({ image: lock.imageLine(), llm: lock.llmLine() }, (ahead) => left + 10 * ahead, seen && identify(seen, parsed.rules).client) });
   const server = Bun.serve({ port: 0, hostname: "127.0.0.1", idleTimeout: 0, fetch: (req) => r(req, req.headers.get("x-peer") ?? "127.0.0.1") });
   const ctrl = new AbortController();
   try {
@@ -94,16 +111,16 @@ test("/turnstile/events: each reader's line is its own, in the first status and 
     const stranger = await open("/turnstile/events", "192.168.1.9");
     await until(() => [admin, bob, stranger].every((s) => events(s, "status").length === 1), "three snapshots");
     expect(events(admin, "status")[0].line).toEqual([
-      { client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 30 }] },
-      { client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 40 }] },
+      { client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 30 }], requests: [] },
+      { client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 40 }], requests: [] },
     ]);
-    expect(events(bob, "status")[0].line).toEqual([{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 30 }] }]);
+    expect(events(bob, "status")[0].line).toEqual([{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 30 }], requests: [] }]);
     expect(events(stranger, "status")[0].line).toEqual([]);
     // The running job goes on: the estimate ages at the next tick, nobody having joined.
     left = 20;
     await until(() => events(admin, "line").length > 0 && events(bob, "line").length > 0, "the aged estimate");
-    expect(events(bob, "line").at(-1)).toEqual({ line: [{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 20 }] }] });
-    expect(events(admin, "line").at(-1).line[1]).toEqual({ client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 30 }] });
+    expect(events(bob, "line").at(-1)).toEqual({ line: [{ client: "bob", class: "interactive", jobs: [{ job: 3, position: 1, estimate_s: 20 }], requests: [] }] });
+    expect(events(admin, "line").at(-1).line[1]).toEqual({ client: "alice", class: "batch", jobs: [{ job: 1, position: 2, estimate_s: 30 }], requests: [] });
     // A newcomer of alice's moves nobody ahead; bob's stream never names another client.
     void lock.acquireImage(undefined, { client: "alice", cls: "batch", tag: 2 });
     await until(() => JSON.stringify(events(admin, "line").at(-1)).includes('"job":2'), "alice's second job in the line");

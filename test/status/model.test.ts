@@ -178,7 +178,7 @@ describe("StatusModel", () => {
     expect(doc.waiting.map((w) => [w.kind, w.id, w.reason, w.retry_after_s])).toEqual([
       ["image", 5, "draining chats (1 in flight)", 42],
       ["lease", "train", "behind image job 5 (waiting too)", 42],
-      ["llm", late.id, "behind image job 5 (waiting too)", 42],
+      ["llm", late.id, 'behind a queued lease ("train")', 42],
     ]);
     expect(model.snapshot(false).waiting.map((w) => w.client)).toEqual([undefined, undefined, undefined]);
   });

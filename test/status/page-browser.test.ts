@@ -240,28 +240,33 @@ test.skipIf(!haveChromium)("every state of the page: idle, chats loading a model
   // jobs wait behind a lease, in fair turns, each with its position and estimate; the line moves
   // on the page, with no reload, when the lease ends.
   expect(await p.run(`document.querySelector("#line-card").hidden`)).toBe(false);
-  expect(await text("#line")).toBe("no image job waits");
+  expect(await text("#line")).toBe("nothing waits");
   const lease = (await (await postJson(`${again.ollamaUrl}/turnstile/lease`, { holder: "line test", ttl: "5m" })).json()) as { id: string };
   const fromClient = (client: string) => submit(again!, JSON.stringify({ ...JSON.parse(promptBody(newPromptId())), client_id: client }));
   const inLine = [fromClient("alice-tab"), fromClient("alice-tab")];
   await until(() => again!.status.snapshot(false).image.waiting === 2, "alice's two jobs waiting", 10_000);
   inLine.push(fromClient("bob-tab"));
-  type Row = [client: string, cls: string, job: string, position: string, estimate: string];
+  await until(() => again!.status.snapshot(false).image.waiting === 3, "bob's job waiting", 10_000);
+  // A chat waits too: its place is its LLM turn, after the three image jobs.
+  inLine.push(postJson(`${again.ollamaUrl}/api/chat`, { model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] }));
+  type Row = [client: string, cls: string, what: string, position: string, estimate: string];
   const rows = () => p.run(`[...document.querySelectorAll("#line tr")].slice(1).map((r) => [...r.cells].map((c) => c.textContent))`) as Promise<Row[]>;
-  await until(async () => (await rows()).length === 3, "three jobs in the line on the page", 10_000);
-  const [a1, a2, b1] = await rows();
+  await until(async () => (await rows()).length === 4, "three jobs and a chat in the line on the page", 10_000);
+  const [a1, a2, b1, c1] = await rows();
   // Grouped by client; bob's single job is second, ahead of alice's second.
   expect([a1![0], a2![0], a1![3], a2![3], b1![3]]).toEqual([a1![0], a1![0], "1", "3", "2"]);
   expect(b1![0]).toMatch(/^comfy-[0-9a-f]{8}$/);
   expect(b1![0]).not.toBe(a1![0]);
   expect(a1![4]).toMatch(/^~\d+ s$/);
+  expect([c1![0], c1![2], c1![3]]).toEqual(["127.0.0.1", c1![2], "4"]);
+  expect(c1![2]).toMatch(/^chat \d+$/);
   await shots(p, "7-place-in-line");
   await fetch(`${again.ollamaUrl}/turnstile/lease/${lease.id}`, { method: "DELETE" });
-  // Alice's first and bob's go to ComfyUI; her second waits for her first and is next.
+  // Alice's first and bob's go to ComfyUI; her second waits for her first and is next, the chat after it.
   await until(async () => {
     const r = await rows();
-    return r.length === 1 && r[0]![2] === a2![2] && r[0]![3] === "1";
-  }, "alice's second job moved up to position 1", 10_000);
+    return r.length === 2 && r[0]![2] === a2![2] && r[0]![3] === "1" && r[1]![2] === c1![2] && r[1]![3] === "2";
+  }, "alice's second job moved up to position 1, the chat to 2", 10_000);
   await Promise.all(inLine.map(async (j) => (await j).text()));
-  await until(async () => (await text("#line")) === "no image job waits", "the line empty again", 10_000);
+  await until(async () => (await text("#line")) === "nothing waits", "the line empty again", 10_000);
 }, 90_000);

@@ -124,7 +124,7 @@ describe("a balancer on another machine, named in TRUSTED_PROXIES", () => {
       hub: new EventHub({ model }),
       adminToken: TOKEN,
       trustedProxies: fair.trustedProxies,
-      line: (seen) => placeInLine(lock.imageLine(), () => 5, seen && fair.identify(seen).client),
+      line: (seen) => placeInLine({ image: lock.imageLine(), llm: lock.llmLine() }, () => 5, seen && fair.identify(seen).client),
     });
     const read = async (peer: string, xff: string) => (await (await routes(get("/turnstile/status", { "x-forwarded-for": xff }), peer)).json()) as { line: LineClient[]; can_steer: boolean };
     const mine = await read("192.168.1.5", "6.6.6.6, 10.0.0.9");

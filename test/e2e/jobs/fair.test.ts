@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { BindError } from "../../../src/turnstile.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { startTestTurnstile } from "../../support/turnstile.ts";
-import { callsTo, newPromptId, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
+import { callsTo, newPromptId, postJson, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
 
 let s: Stack | undefined;
 let dir: string | undefined;
@@ -76,6 +76,53 @@ describe("fair turns", () => {
     expect(err).toBeInstanceOf(BindError);
     expect((err as Error).message).toBe(`CLIENTS_FILE ${file} line 3: client bob: class must be one of interactive, normal, batch, not "vip"`);
     expect((err as Error).message).not.toContain("sk-alice");
+  });
+});
+
+describe("a place in line", () => {
+  test("a waiting chat has a place too, which its client sees with its own key; the waiters and their reasons are in the lock's order, not arrival's", async () => {
+    s = await startStack();
+    const { t } = s;
+    const waiting = () => t.lock.snapshot();
+    // A lease holds the card: everything after it waits.
+    const lease = (await (await postJson(`${t.ollamaUrl}/turnstile/lease`, { holder: "hold", ttl: "5m" })).json()) as { id: string };
+    const jobs = [submit(t, fromClient(newPromptId(), "alice-tab"))];
+    await until(() => waiting().imageWaiting === 1, "alice's first job waiting");
+    jobs.push(submit(t, fromClient(newPromptId(), "alice-tab")));
+    await until(() => waiting().imageWaiting === 2, "alice's second job waiting");
+    jobs.push(submit(t, fromClient(newPromptId(), "bob-tab")));
+    await until(() => waiting().imageWaiting === 3, "bob's job waiting");
+    const chatBody = JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] });
+    const chat = fetch(`${t.ollamaUrl}/api/chat`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer sk-carol-0003" }, body: chatBody });
+    await until(() => waiting().llmWaiting === 1, "carol's chat waiting");
+
+    type Doc = { image: { jobs: { job: number }[] }; llm: { requests: { id: number; waiting: boolean }[] }; waiting: { kind: string; id: number; reason: string }[]; line: { client: string; class: string; jobs: unknown[]; requests: { request: number; position: number; estimate_s: number }[] }[] };
+    const doc = (await (await fetch(`${t.ollamaUrl}/turnstile/status`)).json()) as Doc;
+    const [a1, a2, b1] = doc.image.jobs.map((j) => j.job) as [number, number, number];
+    const chatId = doc.llm.requests.find((r) => r.waiting)!.id;
+    // Bob's job goes before alice's second (fair turns), and carol's chat when the card turns to llm after all three.
+    expect(doc.waiting.map((w) => [w.kind, w.id, w.reason])).toEqual([
+      ["image", a1, 'a lease holds the card ("hold")'],
+      ["image", b1, `behind image job ${a1} (waiting too)`],
+      ["image", a2, `behind image job ${b1} (waiting too)`],
+      ["llm", chatId, `behind image job ${a2} (waiting too)`],
+    ]);
+    const carol = doc.line.at(-1)!;
+    expect(carol).toMatchObject({ class: "normal", jobs: [], requests: [{ request: chatId, position: 4 }] });
+    expect(carol.client).toMatch(/^key-[0-9a-f]{8}$/);
+    // Its estimate is the busy answer's figure with the three jobs ahead (none has run yet: 30 s).
+    expect(carol.requests[0]!.estimate_s).toBe(30);
+    // Carol asks with her own key, not the admin token: her own entry, nobody else's name or address.
+    const own = await (await fetch(`${t.ollamaUrl}/turnstile/status`, { headers: { authorization: "Bearer sk-carol-0003" } })).text();
+    expect((JSON.parse(own) as Doc).line).toEqual([carol]);
+    expect(own).not.toContain("sk-carol");
+    expect(own).not.toContain('"client":"comfy-');
+    expect(own).not.toContain('"client":"127.0.0.1"');
+
+    await fetch(`${t.ollamaUrl}/turnstile/lease/${lease.id}`, { method: "DELETE" });
+    expect((await Promise.all([...jobs, chat])).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    await t.settled();
+    expect(s.gpu.overlaps()).toEqual([]);
   });
 });
 
