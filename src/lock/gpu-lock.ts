@@ -187,7 +187,8 @@ export class GpuLock {
 
   #llmMayEnter(): boolean {
     // While LLMs wait an image is held or pending, so this also keeps LLMs from overtaking them.
-    return this.#session === undefined && !this.#leased && this.#imageQueue.length === 0;
+    // A chatsFirst class's job does not hold chats back: it waits while a chat waits anyway.
+    return this.#session === undefined && !this.#leased && this.#oldestBlocking() === undefined;
   }
 
   /** Whether an image job may join the running session now (see the class comment). */

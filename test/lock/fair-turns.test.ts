@@ -181,6 +181,30 @@ describe("with sessions", () => {
     expect(r.order).toEqual(["n1", "n2"]);
   });
 
+  test("a chat arriving while chats run and only a batch client's job waits goes in at once, not after the running chats", async () => {
+    const lock = new GpuLock({
+      now: fakeClock().now,
+      imageSessionMaxMs: 60_000,
+      turnClasses: [{ name: "normal", weight: 2 }, { name: "batch", weight: 1, chatsFirst: true }],
+    });
+    const running = lock.tryAcquireLLM()!;
+    const r = recorder();
+    r.ask(lock, "n1", NIGHT);
+    await flush();
+    expect(r.order).toEqual([]);
+    const chat = track(lock.acquireLLM());
+    await flush();
+    expect(chat.current.status).toBe("resolved");
+    // A normal client's job still holds new chats back (image priority), as before.
+    r.ask(lock, "a1", A);
+    await flush();
+    expect(lock.tryAcquireLLM()).toBeNull();
+    running.release();
+    if (chat.current.status === "resolved") chat.current.value.release();
+    await flush();
+    expect(r.order[0]).toBe("a1");
+  });
+
   test("a normal client's session does not give way: chats wait for IMAGE_SESSION_MAX, as before", async () => {
     const lock = new GpuLock({
       now: fakeClock().now,
