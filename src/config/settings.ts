@@ -19,6 +19,12 @@ export function currentPlatform(): Platform {
 }
 
 /** setTimeout fires at once (with a warning) above 2^31-1 ms, so no duration may exceed it (~24.8 days). */
+
+const OCTET = "(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
+const PROXY = `((${OCTET}(\\.${OCTET}){3}(\\/(3[0-2]|[12]?\\d))?)|(\\[?[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\\]?(\\/(12[0-8]|1[01]\\d|[1-9]?\\d))?))`;
+/** TRUSTED_PROXIES: comma-separated addresses or ranges, or nothing. */
+const TRUSTED_PROXIES_PATTERN = new RegExp(`^\\s*(${PROXY}(\\s*,\\s*${PROXY})*)?\\s*$`);
+
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface SettingDef {
@@ -497,8 +503,9 @@ export const SETTINGS: readonly SettingDef[] = [
     default: "",
     defaultDoc: "_(empty = none)_",
     kind: "string",
-    // Only the shape here; fair/forwarded.ts reads each address (octets, prefix lengths) at start.
-    pattern: /^\s*(((\d{1,3}(\.\d{1,3}){3})|\[?[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\]?)(\/\d{1,3})?(\s*,\s*((\d{1,3}(\.\d{1,3}){3})|\[?[0-9A-Fa-f]*:[0-9A-Fa-f:.]*\]?)(\/\d{1,3})?)*)?\s*$/,
+    // IPv4 in full (octets, prefix length) so a typo names its line; an IPv6 address only by its
+    // shape here, read in full by fair/forwarded.ts at start.
+    pattern: TRUSTED_PROXIES_PATTERN,
     expected: "comma-separated IP addresses or ranges of proxies (127.0.0.1, 192.168.1.5, 10.0.0.0/24, ::1)",
     doc: "Addresses or ranges of the reverse proxies and balancers in front of this turnstile, on this machine (127.0.0.1) or another (192.168.1.5, 10.0.0.0/24), whose X-Forwarded-For / Forwarded / X-Real-IP headers are believed. A request from one is counted (fair turns, quotas, CLIENTS_FILE cidr= rules, place in line) as from the client they name: the rightmost address not itself a trusted proxy, every such header agreeing, else the proxy itself. For steering, only a proxy on this machine can pass a loopback client, and only when every hop is loopback: a balancer on another machine never makes a request a loopback client. Name only proxies that write these headers themselves.",
   },

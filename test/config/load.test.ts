@@ -348,6 +348,14 @@ describe("errors name the key, and file:line for a value from the file", () => {
     expect(load({ files: { [BESIDE]: `${URL_ONLY}QUOTA_GPU_SECONDS=1800, batch:600\nQUOTA_GPU_WINDOW=24h\n` } }).config).toMatchObject({ quotaGpuSeconds: "1800, batch:600", quotaGpuWindowMs: 24 * 3600_000 });
   });
 
+  test("TRUSTED_PROXIES: an IPv4 address or prefix out of range names the key and the line; good ones load", () => {
+    for (const bad of ["10.0.0.300", "127.0.0.1, 192.168.1.0/33", "256.1.1.1", "::1/129"]) {
+      expect(configError(() => load({ files: { [BESIDE]: `${URL_ONLY}TRUSTED_PROXIES=${bad}\n` } })).message).toContain(`${BESIDE}:2: TRUSTED_PROXIES:`);
+    }
+    const good = "127.0.0.1, 192.168.1.5,10.0.0.0/24, ::1, fd00::/8, 0.0.0.0/0";
+    expect(load({ files: { [BESIDE]: `${URL_ONLY}TRUSTED_PROXIES=${good}\n` } }).config.trustedProxies).toBe(good);
+  });
+
   test("an upstream URL that points at our own listener would loop forever", () => {
     const e = configError(() => load({ files: { [BESIDE]: "OLLAMA_URL=http://localhost:11434\n" } }));
     expect(e.message).toBe(
