@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { BindError } from "../../../src/turnstile.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { startTestTurnstile } from "../../support/turnstile.ts";
-import { callsTo, newPromptId, postJson, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
+import { callsTo, expectLlmQuotaRefused, keyedChat, newPromptId, postJson, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
 
 let s: Stack | undefined;
 let dir: string | undefined;
@@ -92,8 +92,7 @@ describe("a place in line", () => {
     await until(() => waiting().imageWaiting === 2, "alice's second job waiting");
     jobs.push(submit(t, fromClient(newPromptId(), "bob-tab")));
     await until(() => waiting().imageWaiting === 3, "bob's job waiting");
-    const chatBody = JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] });
-    const chat = fetch(`${t.ollamaUrl}/api/chat`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer sk-carol-0003" }, body: chatBody });
+    const chat = keyedChat(t, "sk-carol-0003", { stream: false });
     await until(() => waiting().llmWaiting === 1, "carol's chat waiting");
 
     type Doc = { image: { jobs: { job: number }[] }; llm: { requests: { id: number; waiting: boolean }[] }; waiting: { kind: string; id: number; reason: string }[]; line: { client: string; class: string; jobs: unknown[]; requests: { request: number; position: number; estimate_s: number }[] }[] };
@@ -170,28 +169,18 @@ describe("quotas", () => {
 describe("LLM quota", () => {
   test("QUOTA_LLM_REQUESTS=1: a client's second chat while its first streams gets 429 in Ollama's and OpenAI's shapes; another key is not held to it; the slot comes back at the end", async () => {
     s = await startStack({ ollama: { tokenDelayMs: 40, tokens: 20 }, env: { QUOTA_LLM_REQUESTS: "1" } });
-    const headers = (key: string) => ({ "content-type": "application/json", authorization: `Bearer ${key}` });
-    const chatBody = JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] });
-    const first = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
+    const first = await keyedChat(s.t, "sk-alice-0001");
     const reader = first.body!.getReader();
     expect((await reader.read()).done).toBe(false);
-    const second = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
-    expect(second.status).toBe(429);
-    expect(Number(second.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
-    const ollamaShape = (await second.json()) as { error: string };
-    expect(ollamaShape.error).toContain("already has 1 LLM requests");
-    expect(ollamaShape.error).not.toContain("sk-alice");
-    const openai = await fetch(`${s.t.ollamaUrl}/v1/chat/completions`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
-    expect(openai.status).toBe(429);
-    expect(((await openai.json()) as { error: { type: string } }).error.type).toBe("quota_exceeded");
-    const other = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-bob-0002"), body: chatBody });
+    expect(await expectLlmQuotaRefused(s.t, "sk-alice-0001", "already has 1 LLM requests")).toBeGreaterThanOrEqual(1);
+    const other = await keyedChat(s.t, "sk-bob-0002");
     expect(other.status).toBe(200);
     await other.text();
     while (!(await reader.read()).done) {
       // the first chat's slot is given back once its answer was read to the end
     }
     await until(() => s!.t.lock.snapshot().llmInflight === 0, "the first chat's slot given back");
-    const third = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
+    const third = await keyedChat(s.t, "sk-alice-0001");
     expect(third.status).toBe(200);
     await third.text();
     const metrics = parseExposition(await (await fetch(`${s.t.ollamaUrl}/metrics`)).text());

@@ -11,7 +11,7 @@ import { startA1111Sim } from "../../../src/sim/a1111.ts";
 import { SimGpu } from "../../../src/sim/gpu.ts";
 import { parseExposition, sampleValue } from "../../support/prom-parse.ts";
 import { startTestTurnstile } from "../../support/turnstile.ts";
-import { newPromptId, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
+import { expectLlmQuotaRefused, keyedChat, newPromptId, promptBody, type Stack, startStack, submit, until } from "./helpers.ts";
 
 let s: Stack | undefined;
 let dir: string | undefined;
@@ -95,24 +95,14 @@ describe("GPU seconds quota", () => {
 
   test("LLM requests: past its GPU seconds while its chat still streams, a client's new chat gets 429 in Ollama's and OpenAI's shapes; another key is served; the streaming chat ends whole", async () => {
     s = await startStack({ ollama: { tokenDelayMs: 50, tokens: 40 }, env: { QUOTA_GPU_SECONDS: "1", CLIENTS_FILE: clientsFile() } });
-    const headers = (key: string) => ({ "content-type": "application/json", authorization: `Bearer ${key}` });
-    const chatBody = JSON.stringify({ model: "llama3.2", messages: [{ role: "user", content: "hi" }] });
-    const first = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
+    const first = await keyedChat(s.t, "sk-alice-0001");
     expect(first.status).toBe(200);
     const firstText = first.text();
     await used(s, "alice", 1, "alice's streaming chat past 1 s of GPU time");
 
-    const ollama = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
-    expect(ollama.status).toBe(429);
-    expect(Number(ollama.headers.get("retry-after"))).toBeGreaterThan(3500);
-    const ollamaShape = (await ollama.json()) as { error: string };
-    expect(ollamaShape.error).toContain("client alice used");
-    expect(ollamaShape.error).not.toContain("sk-alice");
-    const openai = await fetch(`${s.t.ollamaUrl}/v1/chat/completions`, { method: "POST", headers: headers("sk-alice-0001"), body: chatBody });
-    expect(openai.status).toBe(429);
-    expect(((await openai.json()) as { error: { type: string } }).error.type).toBe("quota_exceeded");
+    expect(await expectLlmQuotaRefused(s.t, "sk-alice-0001", "client alice used")).toBeGreaterThan(3500);
 
-    const bob = await fetch(`${s.t.ollamaUrl}/api/chat`, { method: "POST", headers: headers("sk-bob-0002"), body: JSON.stringify({ model: "llama3.2", stream: false, messages: [{ role: "user", content: "hi" }] }) });
+    const bob = await keyedChat(s.t, "sk-bob-0002", { stream: false });
     expect(bob.status).toBe(200);
     await bob.text();
     // Alice's first chat was never cut: its last line is Ollama's done:true.

@@ -4,6 +4,7 @@
  * transitions, the image-job counter on /metrics). Everything waits on events or polls with a
  * deadline — never a bare sleep.
  */
+import { expect } from "bun:test";
 import { now } from "../../../src/sim/clock.ts";
 import {
   type ComfySim,
@@ -119,6 +120,30 @@ export function chat(t: TestTurnstile, model = "llama3.2", signal?: AbortSignal)
 }
 
 /** POST /prompt (or /api/prompt) through the turnstile's ComfyUI listener. */
+/** A chat with `key` as its API key, to Ollama's `/api/chat` or OpenAI's `/v1/chat/completions`. */
+export function keyedChat(t: TestTurnstile, key: string, opts: { path?: string; stream?: boolean } = {}): Promise<Response> {
+  const body = { model: "llama3.2", messages: [{ role: "user", content: "hi" }], ...(opts.stream === undefined ? {} : { stream: opts.stream }) };
+  return fetch(`${t.ollamaUrl}${opts.path ?? "/api/chat"}`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${key}` }, body: JSON.stringify(body) });
+}
+
+/**
+ * An LLM quota's refusal of `key`'s next chat, in both API shapes: 429; Ollama's error says `why`
+ * and never the key (not even its first 8 characters); OpenAI's type is quota_exceeded. Returns
+ * Ollama's Retry-After, in seconds.
+ */
+export async function expectLlmQuotaRefused(t: TestTurnstile, key: string, why: string): Promise<number> {
+  const ollama = await keyedChat(t, key);
+  expect(ollama.status).toBe(429);
+  const retryAfter = Number(ollama.headers.get("retry-after"));
+  const error = ((await ollama.json()) as { error: string }).error;
+  expect(error).toContain(why);
+  expect(error).not.toContain(key.slice(0, 8));
+  const openai = await keyedChat(t, key, { path: "/v1/chat/completions" });
+  expect(openai.status).toBe(429);
+  expect(((await openai.json()) as { error: { type: string } }).error.type).toBe("quota_exceeded");
+  return retryAfter;
+}
+
 export function submit(t: TestTurnstile, body: string, opts: { path?: string; signal?: AbortSignal } = {}): Promise<Response> {
   return postJson(`${t.comfyUrl}${opts.path ?? "/prompt"}`, body, opts.signal);
 }

@@ -9,18 +9,10 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SimGpu } from "../../../src/sim/gpu.ts";
-import { IMAGE_KIND_SIMS, type ImageSimHandle } from "../../../src/sim/image-kinds.ts";
-import { type OllamaSim, startOllamaSim } from "../../../src/sim/ollama.ts";
+import { IMAGE_KIND_SIMS } from "../../../src/sim/image-kinds.ts";
 import type { LineClient } from "../../../src/status/line.ts";
-import { startTestTurnstile, type TestTurnstile, until } from "../../support/turnstile.ts";
-
-interface Rig {
-  gpu: SimGpu;
-  ollama: OllamaSim;
-  image: ImageSimHandle;
-  t: TestTurnstile;
-}
+import { until } from "../../support/turnstile.ts";
+import { type Rig, startRig, stopRig, type SyncKind as Kind } from "./rig.ts";
 
 let rig: Rig | undefined;
 let dir: string | undefined;
@@ -29,19 +21,11 @@ afterEach(async () => {
   rig = undefined;
   if (dir) rmSync(dir, { recursive: true, force: true });
   dir = undefined;
-  if (!r) return;
-  await r.t.close();
-  await Promise.all([r.ollama.stop(), r.image.stop()]);
+  await stopRig(r);
 });
 
-type Kind = "a1111" | "swarmui";
-
 async function start(kind: Kind, env: Record<string, string> = {}): Promise<Rig> {
-  const gpu = new SimGpu();
-  const ollama = await startOllamaSim({ gpu, loadMs: 20, unloadMs: 20, tokenDelayMs: 2, tokens: 4 });
-  const image = await IMAGE_KIND_SIMS[kind].start(gpu, { jobMs: 60, loadMs: 30, reloadMs: 10, unloadMs: 20 });
-  const t = startTestTurnstile({ OLLAMA_URL: ollama.url, COMFY_URL: image.url, IMAGE_KIND: kind, ...env });
-  rig = { gpu, ollama, image, t };
+  rig = await startRig(kind, { jobMs: 60 }, env);
   return rig;
 }
 

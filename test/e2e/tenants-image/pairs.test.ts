@@ -4,33 +4,18 @@
  * no moment where both held memory.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { SimGpu } from "../../../src/sim/gpu.ts";
-import { IMAGE_KIND_SIMS, type ImageSimHandle, type ImageSimOptions } from "../../../src/sim/image-kinds.ts";
-import { type OllamaSim, startOllamaSim } from "../../../src/sim/ollama.ts";
-import { startTestTurnstile, type TestTurnstile } from "../../support/turnstile.ts";
-
-interface Rig {
-  gpu: SimGpu;
-  ollama: OllamaSim;
-  image: ImageSimHandle;
-  t: TestTurnstile;
-}
+import { IMAGE_KIND_SIMS, type ImageSimOptions } from "../../../src/sim/image-kinds.ts";
+import { type Rig, startRig, stopRig } from "./rig.ts";
 
 let rig: Rig | undefined;
 afterEach(async () => {
   const r = rig;
   rig = undefined;
-  if (!r) return;
-  await r.t.close();
-  await Promise.all([r.ollama.stop(), r.image.stop()]);
+  await stopRig(r);
 });
 
 async function start(kind: "a1111" | "swarmui", o: ImageSimOptions = {}, env: Record<string, string> = {}): Promise<Rig> {
-  const gpu = new SimGpu();
-  const ollama = await startOllamaSim({ gpu, loadMs: 20, unloadMs: 20, tokenDelayMs: 2, tokens: 4 });
-  const image = await IMAGE_KIND_SIMS[kind].start(gpu, { jobMs: 80, loadMs: 30, reloadMs: 10, unloadMs: 20, ...o });
-  const t = startTestTurnstile({ OLLAMA_URL: ollama.url, COMFY_URL: image.url, IMAGE_KIND: kind, ...env });
-  rig = { gpu, ollama, image, t };
+  rig = await startRig(kind, o, env);
   return rig;
 }
 
