@@ -79,6 +79,12 @@ export function clientAddress(peer: string | undefined, headers: HeaderSource | 
 
 const LOOPBACK = [parseRange("127.0.0.0/8")!, parseRange("::1")!];
 
+/** 127.0.0.0/8 or ::1, in any spelling (IPv4-mapped, with a zone, in full). */
+export function isLoopback(address: string): boolean {
+  const ip = parseIp(address);
+  return ip !== undefined && LOOPBACK.some((r) => inRange(ip, r));
+}
+
 /** Right to left, past the trusted proxies. */
 function walk(hops: readonly string[], proxies: TrustedProxies): { client: string; local: boolean } | undefined {
   let local = true;

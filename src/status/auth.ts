@@ -13,7 +13,7 @@
  * Pure: the listener hands in the peer address it saw.
  */
 import type { timingSafeEqual as TimingSafeEqual } from "node:crypto";
-import { forwardingHeaders, isTrustedProxy, relayedClient, type HeaderSource, type TrustedProxies } from "../fair/forwarded.ts";
+import { forwardingHeaders, isLoopback, isTrustedProxy, relayedClient, type HeaderSource, type TrustedProxies } from "../fair/forwarded.ts";
 
 export type Authorisation =
   | { ok: true; via: "loopback" | "token" }
@@ -92,32 +92,6 @@ function sameSecret(given: string, expected: string): boolean {
 let cachedTimingSafeEqual: typeof TimingSafeEqual | undefined;
 function timingSafeEqual(): typeof TimingSafeEqual {
   return (cachedTimingSafeEqual ??= process.getBuiltinModule("node:crypto").timingSafeEqual);
-}
-
-/** Every address of the loopback network, in the forms Bun reports a peer as. */
-export function isLoopback(address: string): boolean {
-  let a = address.toLowerCase();
-  const zone = a.indexOf("%");
-  if (zone >= 0) a = a.slice(0, zone);
-  if (a === "::1" || a === "0:0:0:0:0:0:0:1") return true;
-  // IPv4-mapped IPv6 (a dual-stack listener reports IPv4 peers this way).
-  for (const prefix of ["::ffff:", "0:0:0:0:0:ffff:"]) {
-    if (a.startsWith(prefix)) {
-      const rest = a.slice(prefix.length);
-      if (rest.includes(".")) return isLoopbackV4(rest);
-      // ::ffff:7f00:1 — the same address written in hex.
-      const m = /^([0-9a-f]{1,4}):[0-9a-f]{1,4}$/.exec(rest);
-      return m !== null && parseInt(m[1]!, 16) >> 8 === 127;
-    }
-  }
-  return isLoopbackV4(a);
-}
-
-function isLoopbackV4(a: string): boolean {
-  const parts = a.split(".");
-  if (parts.length !== 4) return false;
-  const octets = parts.map((p) => (/^[0-9]{1,3}$/.test(p) ? Number(p) : NaN));
-  return octets.every((n) => n >= 0 && n <= 255) && octets[0] === 127;
 }
 
 /**

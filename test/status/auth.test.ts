@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { authorise, crossSiteRequest, forbidden, isLoopback } from "../../src/status/auth.ts";
+import { authorise, crossSiteRequest, forbidden } from "../../src/status/auth.ts";
+import { isLoopback } from "../../src/fair/forwarded.ts";
 
 const TOKEN = "s3cret-admin-token-0123";
 
